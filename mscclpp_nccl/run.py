@@ -1,0 +1,409 @@
+"""Launcher: `python -m mscclpp_nccl.run -n N [--mps] [--timeout S] [--gpus LIST] -- CMD ...`.
+
+Starts N processes of CMD on this host, one GPU each (several ranks share a GPU when N exceeds the GPUs),
+hands them a unique id made by our library in this process (its root service thread lives here, so the
+launcher stays alive until every rank has exited), and the usual torch.distributed variables.
+Works with no GPU for CPU-only commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import IO
+
+TIMEOUT_EXIT = 124  # like coreutils timeout(1)
+
+
+def _nvidia_smi_lines() -> list[str]:
+    """`nvidia-smi -L` GPU lines (MIG lines excluded); [] without nvidia-smi or a driver."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return []
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if out.returncode != 0:
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.startswith("GPU ")]
+
+
+def visible_gpus(env: dict[str, str] | None = None) -> list[str]:
+    """GPUs this process may use, as CUDA_VISIBLE_DEVICES entries, without creating a CUDA context.
+
+    CUDA_VISIBLE_DEVICES wins when set (an empty value hides every GPU); else nvidia-smi's indices.
+    """
+    env = os.environ if env is None else env
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None:
+        entries = [e.strip() for e in cvd.split(",") if e.strip()]
+        # CUDA stops enumerating at the first invalid entry, e.g. "-1" or "NoDevFiles".
+        valid = []
+        for e in entries:
+            if e.startswith("-") or e == "NoDevFiles":
+                break
+            valid.append(e)
+        return valid
+    return [str(i) for i in range(len(_nvidia_smi_lines()))]
+
+
+def gpu_uuids() -> dict[str, str]:
+    """nvidia-smi index -> GPU UUID."""
+    uuids = {}
+    for line in _nvidia_smi_lines():
+        m = re.match(r"GPU (\d+):.*\(UUID: (GPU-[0-9a-fA-F-]+)\)", line)
+        if m:
+            uuids[m.group(1)] = m.group(2)
+    return uuids
+
+
+def assign_gpus(nranks: int, gpus: Sequence[str], mode: str = "blocked") -> list[str | None]:
+    """The GPU of each rank: blocked puts consecutive ranks on one GPU, round-robin deals them out."""
+    if not gpus:
+        return [None] * nranks
+    g = len(gpus)
+    if mode == "round-robin":
+        return [gpus[r % g] for r in range(nranks)]
+    if mode != "blocked":
+        raise ValueError(f"unknown assignment {mode!r}")
+    # Spread as evenly as possible: the first (nranks % g) GPUs get one rank more.
+    per, extra = divmod(nranks, g)
+    out: list[str | None] = []
+    for i, gpu in enumerate(gpus):
+        out += [gpu] * (per + (1 if i < extra else 0))
+    return out
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def rank_env(
+    base: dict[str, str],
+    rank: int,
+    nranks: int,
+    gpu: str | None,
+    unique_id: str | None,
+    master_port: int,
+    mps_env: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """The environment of one rank."""
+    env = dict(base)
+    env.update(
+        {
+            "MSCCLPP_NCCL_RANK": str(rank),
+            "MSCCLPP_NCCL_WORLD_SIZE": str(nranks),
+            # Every rank runs on this host, so the local rank is the rank.
+            "MSCCLPP_NCCL_LOCAL_RANK": str(rank),
+            "RANK": str(rank),
+            "WORLD_SIZE": str(nranks),
+            "LOCAL_RANK": str(rank),
+            "LOCAL_WORLD_SIZE": str(nranks),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(master_port),
+        }
+    )
+    if unique_id is not None:
+        env["MSCCLPP_NCCL_UNIQUE_ID"] = unique_id
+    if gpu is not None:
+        # Each rank sees exactly its GPU, as device 0.
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+    env.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast can take shared GPUs out of service
+    env.setdefault("PYTHONUNBUFFERED", "1")  # so that a rank's lines show up as they are printed
+    if mps_env:
+        env.update(mps_env)
+    return env
+
+
+# --- MPS ---------------------------------------------------------------------------------------------
+
+
+def _mps_control(env: dict[str, str], command: str, timeout: float = 10.0) -> bool:
+    ctl = shutil.which("nvidia-cuda-mps-control")
+    if not ctl:
+        return False
+    try:
+        r = subprocess.run(
+            [ctl], input=command + "\n", env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0
+
+
+@contextlib.contextmanager
+def mps_daemon(base_env: dict[str, str]) -> Iterator[dict[str, str]]:
+    """Yields the MPS variables the ranks need. Reuses a daemon reachable with the inherited pipe
+    directory (and leaves it running); else starts a private one and always stops it on the way out."""
+    if _mps_control(base_env, "get_server_list"):
+        print("[launcher] using the running MPS daemon", file=sys.stderr, flush=True)
+        names = ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY")
+        yield {k: base_env[k] for k in names if k in base_env}
+        return
+    if not shutil.which("nvidia-cuda-mps-control"):
+        raise RuntimeError("--mps: nvidia-cuda-mps-control not found")
+    top = tempfile.mkdtemp(prefix="mscclpp-nccl-mps-")
+    mps = {
+        "CUDA_MPS_PIPE_DIRECTORY": os.path.join(top, "pipe"),
+        "CUDA_MPS_LOG_DIRECTORY": os.path.join(top, "log"),
+    }
+    for d in mps.values():
+        os.makedirs(d)
+    env = {**base_env, **mps}
+    try:
+        # Output to a file, not a pipe: the daemon may keep inherited descriptors open, and reading a
+        # pipe until it closes would then wait for the daemon's end.
+        out_path = os.path.join(top, "control.out")
+        with open(out_path, "w") as out:
+            r = subprocess.run(
+                ["nvidia-cuda-mps-control", "-d"], env=env, stdout=out, stderr=subprocess.STDOUT
+            )
+        if r.returncode != 0:
+            with open(out_path) as f:
+                raise RuntimeError(f"nvidia-cuda-mps-control -d failed: {f.read().strip()}")
+        # Wait until the daemon answers so that no rank starts before MPS is up (and runs without it).
+        deadline = time.monotonic() + 10
+        while not _mps_control(env, "get_server_list", timeout=5):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the MPS daemon did not come up; see {mps['CUDA_MPS_LOG_DIRECTORY']}")
+            time.sleep(0.1)
+        print(f"[launcher] started a private MPS daemon in {top}", file=sys.stderr, flush=True)
+        yield mps
+    finally:
+        _mps_control(env, "quit")
+        # The daemon removes its pipe files on quit; give it a moment before removing the directories.
+        for _ in range(50):
+            if not os.path.exists(os.path.join(mps["CUDA_MPS_PIPE_DIRECTORY"], "control")):
+                break
+            time.sleep(0.1)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+# --- processes ---------------------------------------------------------------------------------------
+
+
+def _pump(stream: IO[bytes], out: IO[bytes], prefix: bytes, lock: threading.Lock) -> None:
+    for line in iter(stream.readline, b""):
+        if not line.endswith(b"\n"):
+            line += b"\n"
+        with lock:
+            out.write(prefix + line)
+            out.flush()
+    stream.close()
+
+
+def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def _stop_all(procs: list[subprocess.Popen[bytes]], wait: float = 3.0) -> None:
+    """SIGTERM every rank's process group, then SIGKILL what is left after `wait` seconds."""
+    live = [p for p in procs if p.poll() is None]
+    for p in live:
+        _kill_group(p, signal.SIGTERM)
+    deadline = time.monotonic() + wait
+    for p in live:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        # Also the group of a rank that exited, in case it left children behind.
+        _kill_group(p, signal.SIGKILL)
+    for p in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=5)
+
+
+def _exit_code(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode
+
+
+class _Terminated(Exception):
+    pass
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated()
+
+
+def make_unique_id() -> str | None:
+    """A unique id from our library, as hex; None (with a warning) when the library cannot be loaded."""
+    try:
+        from .binding import Nccl, unique_id_to_hex
+
+        return unique_id_to_hex(Nccl.load().get_unique_id())
+    except Exception as e:
+        print(f"[launcher] warning: no NCCL unique id for the ranks ({e})", file=sys.stderr, flush=True)
+        return None
+
+
+def launch(
+    nranks: int,
+    cmd: Sequence[str],
+    *,
+    mps: bool = False,
+    timeout: float | None = None,
+    gpus: Sequence[str] | None = None,
+    assign: str = "blocked",
+    prefix: bool = True,
+    grace: float = 3.0,
+    unique_id: bool = True,
+    env: dict[str, str] | None = None,
+) -> int:
+    """Runs the ranks to the end; returns 0, the first failing rank's exit code, or 124 on timeout."""
+    if nranks < 1:
+        raise ValueError("nranks must be at least 1")
+    if not cmd:
+        raise ValueError("no command to run")
+    base = dict(os.environ if env is None else env)
+    gpu_list = list(gpus) if gpus is not None else visible_gpus(base)
+    placement = assign_gpus(nranks, gpu_list, assign)
+    shared = len(gpu_list) > 0 and nranks > len(gpu_list)
+    uid = make_unique_id() if unique_id else None
+    port = free_port()
+
+    with contextlib.ExitStack() as stack:
+        mps_env: dict[str, str] | None = None
+        if mps and shared:
+            mps_env = stack.enter_context(mps_daemon(base))
+            # An MPS daemon remaps indices to the devices it sees; UUIDs are unambiguous.
+            uuids = gpu_uuids()
+            placement = [uuids.get(g, g) if g is not None else None for g in placement]
+        elif mps:
+            print("[launcher] --mps: no GPU is shared by several ranks; not using MPS", file=sys.stderr)
+        rc = _run_ranks(nranks, cmd, placement, uid, port, mps_env, base, timeout, prefix, grace)
+    return rc
+
+
+def _run_ranks(
+    nranks: int,
+    cmd: Sequence[str],
+    placement: list[str | None],
+    uid: str | None,
+    port: int,
+    mps_env: dict[str, str] | None,
+    base: dict[str, str],
+    timeout: float | None,
+    prefix: bool,
+    grace: float,
+) -> int:
+    lock = threading.Lock()
+    procs: list[subprocess.Popen[bytes]] = []
+    pumps: list[threading.Thread] = []
+    old_term = signal.signal(signal.SIGTERM, _on_sigterm) if _main_thread() else None
+    start = time.monotonic()
+    first_fail: tuple[int, int] | None = None  # (rank, exit code)
+    fail_time = 0.0
+    try:
+        for rank in range(nranks):
+            p = subprocess.Popen(
+                list(cmd),
+                env=rank_env(base, rank, nranks, placement[rank], uid, port, mps_env),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # a process group per rank, so a kill reaches its children too
+            )
+            procs.append(p)
+            tag = f"[{rank}] ".encode() if prefix else b""
+            assert p.stdout is not None and p.stderr is not None
+            for stream, out in ((p.stdout, sys.stdout.buffer), (p.stderr, sys.stderr.buffer)):
+                t = threading.Thread(target=_pump, args=(stream, out, tag, lock), daemon=True)
+                t.start()
+                pumps.append(t)
+        while True:
+            running = False
+            for rank, p in enumerate(procs):
+                rc = p.poll()
+                if rc is None:
+                    running = True
+                elif rc != 0 and first_fail is None:
+                    first_fail = (rank, _exit_code(rc))
+                    fail_time = time.monotonic()
+                    _note(lock, f"rank {rank} exited with code {first_fail[1]}")
+            if not running:
+                break
+            if first_fail is not None and time.monotonic() - fail_time > grace:
+                _note(lock, "stopping the other ranks")
+                _stop_all(procs)
+                break
+            if timeout is not None and time.monotonic() - start > timeout:
+                _note(lock, f"timeout after {timeout:g} s; stopping every rank")
+                _stop_all(procs)
+                first_fail = first_fail or (-1, TIMEOUT_EXIT)
+                break
+            time.sleep(0.02)
+    except (KeyboardInterrupt, _Terminated):
+        _note(lock, "interrupted; stopping every rank")
+        _stop_all(procs)
+        return 130
+    finally:
+        _stop_all([p for p in procs if p.poll() is None], wait=1.0)
+        for t in pumps:
+            t.join(timeout=2)
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
+    return first_fail[1] if first_fail else 0
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _note(lock: threading.Lock, text: str) -> None:
+    with lock:
+        print(f"[launcher] {text}", file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m mscclpp_nccl.run",
+        description="Run N ranks of a command on this host, one GPU each (shared when N exceeds them).",
+    )
+    parser.add_argument("-n", "--nranks", type=int, required=True, help="number of ranks")
+    parser.add_argument("--mps", action="store_true", help="run under MPS when ranks share a GPU")
+    parser.add_argument("--timeout", type=float, default=None, help="kill every rank after SECONDS")
+    parser.add_argument("--gpus", default=None, help="comma-separated GPUs to use (default: all visible)")
+    parser.add_argument("--assign", choices=["blocked", "round-robin"], default="blocked")
+    parser.add_argument("--no-prefix", action="store_true", help="do not prefix output lines with [rank]")
+    parser.add_argument("--grace", type=float, default=3.0, help="seconds before killing the others")
+    parser.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ...")
+    args = parser.parse_args(argv)
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        parser.error("no command given (put it after --)")
+    gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus is not None else None
+    try:
+        return launch(
+            args.nranks,
+            cmd,
+            mps=args.mps,
+            timeout=args.timeout,
+            gpus=gpus,
+            assign=args.assign,
+            prefix=not args.no_prefix,
+            grace=args.grace,
+        )
+    except KeyboardInterrupt:
+        return 130
+    except (RuntimeError, ValueError) as e:
+        print(f"[launcher] error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+// What every packet kernel needs to reach its peers, and how the scratch buffers are laid out.
+//
+// Each rank owns one scratch buffer that its peers write LL packets into. It has two halves, used by
+// alternate steps (flag parity), and each half holds one region per block index and, inside it, one
+// slot per sending rank:  scratch[half][block][sender][slotPackets].
+// Why this is race-free: a rank starts step s only after it received every peer's packets of step
+// s-1, which each peer sent only after it finished reading step s-2 in the same block region; so the
+// half that step s writes is no longer read by anyone. Block regions never move, so kernels that use
+// different numbers of blocks never overlap a region another block still reads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "native/device/device_types.h"
+
+namespace mscclpp_nccl {
+
+constexpr int kMaxPacketBlocks = 32;
+constexpr int kPacketBytes = 16;
+constexpr int kPacketPayloadBytes = 8;
+constexpr int kPacketThreads = 512;
+
+struct PacketComm {
+  int rank;
+  int nranks;
+  void* localScratch;        // this rank's scratch
+  void* const* peerScratch;  // device array: every rank's scratch as mapped here (own entry too)
+  size_t slotPackets;        // packets per (half, block, sender) slot
+  StepCounter steps;
+  WaitControl wait;
+};
+
+__host__ __device__ inline size_t packetSlotOffset(const PacketComm& comm, int half, int block, int sender) {
+  return ((static_cast<size_t>(half) * kMaxPacketBlocks + block) * comm.nranks + sender) * comm.slotPackets;
+}
+
+// Bytes of scratch a rank needs for `nranks` ranks and `slotPackets` packets per slot.
+inline size_t packetScratchBytes(int nranks, size_t slotPackets) {
+  return 2ull * kMaxPacketBlocks * nranks * slotPackets * kPacketBytes;
+}
+
+}  // namespace mscclpp_nccl

@@ -1,0 +1,872 @@
+// TCP bootstrap: a one-shot root service hands every rank the table of listening addresses; afterwards
+// ranks exchange framed messages {tag, size, payload} directly. Each bootstrap runs one receiver thread
+// that reads all incoming connections into a mailbox keyed by (peer, tag); outgoing connections are
+// opened lazily, one per peer, and only ever written to (so closing one never discards unread data).
+#include "native/bootstrap/bootstrap.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "native/bootstrap/socket.h"
+#include "native/common/env.h"
+#include "native/common/logging.h"
+
+namespace mscclpp_nccl {
+namespace {
+
+constexpr uint32_t kIdMagic = 0x3142'4e4d;     // "MNB1"
+constexpr uint32_t kHelloMagic = 0x4f4c'4548;  // "HELO"
+constexpr size_t kSecretBytes = 32;
+// The id names an NCCL_COMM_ID address: no service runs yet, rank 0 starts it in create().
+constexpr uint32_t kFlagRootAtRank0 = 1;
+// A connection must present the secret (and, at the root, its hello) within this time.
+constexpr double kHandshakeSeconds = 5.0;
+// Ranks wait longer than the root, so that the root's message naming the missing ranks arrives first.
+constexpr double kRootGraceSeconds = 5.0;
+// Internal tags sit at the bottom of the int range; user tags there are refused.
+constexpr int kTagAllGather = INT_MIN;
+constexpr int kReservedTagMax = INT_MIN + 15;
+constexpr uint64_t kMaxFrameBytes = 1ull << 40;
+constexpr size_t kCoalesceBytes = 4096;  // small frames go out in one write
+
+// The unique id. Peers share byte order and layout (one cluster, one build of this library).
+struct IdLayout {
+  uint32_t magic;
+  uint32_t flags;
+  uint8_t secret[kSecretBytes];
+  SocketAddress root;
+};
+static_assert(sizeof(IdLayout) <= kUniqueIdBytes, "the id must fit ncclUniqueId");
+
+// Rank -> root, after the secret.
+struct Hello {
+  uint32_t magic;
+  int32_t rank;
+  int32_t nranks;
+  SocketAddress listen;
+};
+// Root -> rank: status 0 and the address table, or a Status value and the error text.
+struct RootReply {
+  int32_t status;
+  uint32_t bytes;
+};
+// Rank -> rank, once per connection.
+struct PeerHandshake {
+  uint8_t secret[kSecretBytes];
+  int32_t rank;
+};
+struct FrameHeader {
+  int32_t tag;
+  uint32_t reserved;
+  uint64_t bytes;
+};
+
+bool secretMatches(const uint8_t* a, const uint8_t* b) {
+  uint8_t diff = 0;  // constant time: do not leak the matching prefix length
+  for (size_t i = 0; i < kSecretBytes; ++i) diff |= a[i] ^ b[i];
+  return diff == 0;
+}
+
+Status randomBytes(uint8_t* out, size_t bytes) {
+  size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = getrandom(out + got, bytes - got, 0);
+    if (n > 0)
+      got += static_cast<size_t>(n);
+    else if (!(n < 0 && errno == EINTR))
+      break;
+  }
+  if (got == bytes) return Status::kSuccess;
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);  // kernels without getrandom
+  if (fd >= 0) {
+    got = 0;
+    while (got < bytes) {
+      ssize_t n = read(fd, out + got, bytes - got);
+      if (n > 0)
+        got += static_cast<size_t>(n);
+      else if (!(n < 0 && errno == EINTR))
+        break;
+    }
+    close(fd);
+  }
+  if (got == bytes) return Status::kSuccess;
+  return fail(Status::kSystemError, "bootstrap: cannot read random bytes for the unique id secret");
+}
+
+// NCCL_COMM_ID mode: every process must derive the same secret without talking, so it is a hash of the
+// variable's text. This only keeps apart unrelated jobs that happen to use the same port; it is no
+// protection against anyone who knows NCCL_COMM_ID.
+void deriveSecret(const std::string& text, uint8_t* out) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a, then splitmix64 to spread it over the secret
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  for (size_t i = 0; i < kSecretBytes; i += 8) {
+    h += 0x9e3779b97f4a7c15ull;
+    uint64_t z = h;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    memcpy(out + i, &z, 8);
+  }
+}
+
+int pollTimeoutMs(Deadline wake) {
+  return static_cast<int>(std::min(secondsLeft(wake) * 1000.0 + 1.0, 1000.0));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Root service: serves one rendezvous, then exits. Runs in its own detached thread; no CUDA calls.
+
+class RootService {
+ public:
+  RootService(Socket listener, const uint8_t* secret, double timeoutSeconds)
+      : listener_(std::move(listener)), timeout_(timeoutSeconds) {
+    memcpy(secret_, secret, kSecretBytes);
+  }
+
+  void run() {
+    while (!done_) {
+      std::vector<pollfd> fds;
+      std::vector<int> owner;  // -1: listener, 0..: pending index, -2 - r: registered rank r
+      fds.push_back({listener_.fd(), POLLIN, 0});
+      owner.push_back(-1);
+      Deadline wake = Clock::now() + std::chrono::seconds(1);
+      for (size_t i = 0; i < pending_.size(); ++i) {
+        fds.push_back({pending_[i].sock.fd(), POLLIN, 0});
+        owner.push_back(static_cast<int>(i));
+        wake = std::min(wake, pending_[i].deadline);
+      }
+      for (size_t r = 0; r < ranks_.size(); ++r) {
+        if (!ranks_[r].valid()) continue;
+        fds.push_back({ranks_[r].fd(), POLLIN, 0});
+        owner.push_back(-2 - static_cast<int>(r));
+      }
+      if (armed_) wake = std::min(wake, deadline_);
+      if (poll(fds.data(), fds.size(), pollTimeoutMs(wake)) > 0) {
+        for (size_t i = 1; i < fds.size() && !done_; ++i) {
+          if (!fds[i].revents) continue;
+          if (owner[i] >= 0)
+            servePending(pending_[owner[i]]);
+          else
+            watchRank(-2 - owner[i]);
+        }
+        if (!done_ && fds[0].revents) acceptAll();
+      }
+      if (done_) break;
+      Deadline now = Clock::now();
+      for (Pending& p : pending_) {
+        if (p.sock.valid() && now >= p.deadline) {
+          MSCCLPP_INFO(kBootstrap, "bootstrap root: dropping a connection that did not authenticate in time");
+          p.sock.close();
+        }
+      }
+      pending_.erase(
+          std::remove_if(pending_.begin(), pending_.end(), [](const Pending& p) { return !p.sock.valid(); }),
+          pending_.end());
+      if (armed_ && now >= deadline_) reportTimeout();
+    }
+    MSCCLPP_INFO(kBootstrap, "bootstrap root: service finished");
+  }
+
+ private:
+  struct Pending {
+    Socket sock;
+    Deadline deadline;
+    uint8_t buf[kSecretBytes + sizeof(Hello)];
+    size_t have = 0;
+  };
+
+  void acceptAll() {
+    for (int i = 0; i < 256; ++i) {
+      Socket sock;
+      if (!ok(acceptSocket(listener_, &sock))) {
+        poll(nullptr, 0, 10);  // e.g. out of descriptors: do not spin
+        return;
+      }
+      if (!sock.valid()) return;
+      pending_.emplace_back();
+      pending_.back().sock = std::move(sock);
+      pending_.back().deadline = deadlineAfter(kHandshakeSeconds);
+    }
+  }
+
+  void servePending(Pending& p) {
+    if (!p.sock.valid()) return;
+    long n = readSome(p.sock.fd(), p.buf + p.have, sizeof(p.buf) - p.have);
+    if (n < 0) {
+      p.sock.close();
+      return;
+    }
+    p.have += static_cast<size_t>(n);
+    if (p.have >= kSecretBytes && !secretMatches(p.buf, secret_)) {
+      MSCCLPP_INFO(kBootstrap, "bootstrap root: dropping a connection with a wrong secret");
+      p.sock.close();
+      return;
+    }
+    if (p.have < sizeof(p.buf)) return;
+    Hello hello;
+    memcpy(&hello, p.buf + kSecretBytes, sizeof(hello));
+    onHello(std::move(p.sock), hello);
+  }
+
+  void onHello(Socket sock, const Hello& hello) {
+    if (hello.magic != kHelloMagic || !isValidAddress(hello.listen) || hello.nranks <= 0) return;
+    if (hello.rank < 0 || hello.rank >= hello.nranks) {
+      reply(sock, Status::kInvalidUsage,
+            "bootstrap: rank " + std::to_string(hello.rank) + " is out of range for " +
+                std::to_string(hello.nranks) + " ranks");
+      return;
+    }
+    if (nranks_ < 0) {
+      // The deadline starts with the first authenticated rank: strangers and port scans do not arm it.
+      nranks_ = hello.nranks;
+      ranks_.resize(nranks_);
+      table_.resize(nranks_);
+      armed_ = true;
+      deadline_ = deadlineAfter(timeout_);
+    }
+    if (hello.nranks != nranks_) {
+      finishWithError(Status::kInvalidUsage,
+                      "bootstrap: rank " + std::to_string(hello.rank) + " joined with nranks=" +
+                          std::to_string(hello.nranks) + " but others use nranks=" + std::to_string(nranks_),
+                      &sock);
+      return;
+    }
+    if (ranks_[hello.rank].valid()) {
+      finishWithError(Status::kInvalidUsage,
+                      "bootstrap: rank " + std::to_string(hello.rank) + " of " + std::to_string(nranks_) +
+                          " joined twice (the same unique id used for two ranks?)",
+                      &sock);
+      return;
+    }
+    ranks_[hello.rank] = std::move(sock);
+    table_[hello.rank] = hello.listen;
+    MSCCLPP_INFO(kBootstrap, "bootstrap root: rank %d/%d arrived (%s)", hello.rank, nranks_,
+                 addressToString(hello.listen).c_str());
+    if (++arrived_ < nranks_) return;
+    std::string table(reinterpret_cast<const char*>(table_.data()), table_.size() * sizeof(SocketAddress));
+    for (Socket& rank : ranks_) reply(rank, Status::kSuccess, table);
+    done_ = true;
+  }
+
+  // A registered rank that disconnects before the table is sent no longer counts as arrived.
+  void watchRank(int r) {
+    char scratch[64];
+    if (readSome(ranks_[r].fd(), scratch, sizeof(scratch)) >= 0) return;
+    MSCCLPP_INFO(kBootstrap, "bootstrap root: rank %d left before the rendezvous completed", r);
+    ranks_[r].close();
+    --arrived_;
+  }
+
+  void reportTimeout() {
+    std::string missing;
+    int count = 0;
+    for (int r = 0; r < nranks_; ++r) {
+      if (ranks_[r].valid()) continue;
+      if (++count <= 64) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+    }
+    if (count > 64) missing += ",...";
+    char text[1024];
+    snprintf(text, sizeof(text), "bootstrap timed out after %g s: rank%s %s of %d never arrived", timeout_,
+             count == 1 ? "" : "s", missing.c_str(), nranks_);
+    finishWithError(Status::kTimeout, text, nullptr);
+  }
+
+  void finishWithError(Status status, const std::string& text, Socket* extra) {
+    logWarn("%s", text.c_str());
+    for (Socket& rank : ranks_)
+      if (rank.valid()) reply(rank, status, text);
+    if (extra) reply(*extra, status, text);
+    done_ = true;
+  }
+
+  static void reply(const Socket& sock, Status status, const std::string& payload) {
+    RootReply header = {static_cast<int32_t>(status), static_cast<uint32_t>(payload.size())};
+    std::string message(reinterpret_cast<const char*>(&header), sizeof(header));
+    message += payload;
+    // Best effort: a rank that cannot take its answer in time fails on its own deadline.
+    sendAll(sock.fd(), message.data(), message.size(), deadlineAfter(kHandshakeSeconds));
+  }
+
+  Socket listener_;
+  uint8_t secret_[kSecretBytes];
+  const double timeout_;
+  std::vector<Pending> pending_;
+  int nranks_ = -1;
+  int arrived_ = 0;
+  std::vector<Socket> ranks_;
+  std::vector<SocketAddress> table_;
+  bool armed_ = false;
+  Deadline deadline_;
+  bool done_ = false;
+};
+
+Status startRootService(Socket listener, const uint8_t* secret, double timeoutSeconds) {
+  try {
+    auto service = std::make_unique<RootService>(std::move(listener), secret, timeoutSeconds);
+    std::thread([service = std::move(service)]() {
+      try {
+        service->run();
+      } catch (const std::exception& e) {
+        logWarn("bootstrap root: service stopped: %s", e.what());
+      }
+    }).detach();
+    return Status::kSuccess;
+  } catch (const std::exception& e) {
+    return fail(Status::kSystemError, "bootstrap: cannot start the root service: %s", e.what());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Per-rank bootstrap.
+
+class TcpBootstrap final : public Bootstrap {
+ public:
+  TcpBootstrap(int rank, int nranks, double timeoutSeconds, const uint8_t* secret)
+      : rank_(rank), nranks_(nranks), timeout_(timeoutSeconds), peerClosed_(nranks, 0) {
+    memcpy(secret_, secret, kSecretBytes);
+    for (int i = 0; i < nranks; ++i) out_.push_back(std::make_unique<Outgoing>());
+  }
+
+  ~TcpBootstrap() override {
+    // No call may be in flight now, so outgoing sockets are closed gracefully (not shut down): data
+    // already written still reaches the peers.
+    stop();
+    if (receiver_.joinable()) receiver_.join();
+  }
+
+  Status init(const IdLayout& id);
+
+  int rank() const override { return rank_; }
+  int size() const override { return nranks_; }
+
+  Status allGather(void* data, size_t bytesPerRank) override;
+  Status barrier() override;
+  Status send(int peer, int tag, const void* data, size_t bytes) override;
+  Status recv(int peer, int tag, void* data, size_t bytes) override;
+  void abort() override;
+
+ private:
+  struct Outgoing {
+    std::mutex mu;  // one frame at a time per peer
+    Socket sock;
+    std::atomic<int> liveFd{-1};  // read by abort() without the mutex
+    bool broken = false;          // a failed write may have left half a frame: never reuse
+  };
+  struct Incoming {
+    Socket sock;
+    int peer = -1;  // -1 until the handshake is complete
+    Deadline handshakeDeadline;
+    uint8_t head[sizeof(PeerHandshake)];  // handshake, then each frame header
+    size_t have = 0;
+    bool inPayload = false;
+    FrameHeader header;
+    std::vector<char> payload;
+  };
+
+  Status checkArgs(const char* op, int peer, int tag, const void* data, size_t bytes) const;
+  Status sendFrame(int peer, int tag, const void* data, size_t bytes);
+  Status recvFrame(int peer, int tag, void* data, size_t bytes);
+  Status connectPeer(Outgoing& out, int peer);
+  void deliver(int peer, int tag, std::vector<char> payload);
+  void markPeerClosed(int peer);
+  void receiverMain();
+  void receiverLoop();
+  bool serveIncoming(Incoming& in);
+  void stop();
+  Status abortedError() const { return fail(Status::kRemoteError, "bootstrap rank %d: aborted", rank_); }
+
+  const int rank_;
+  const int nranks_;
+  const double timeout_;
+  uint8_t secret_[kSecretBytes];
+  std::vector<SocketAddress> peers_;
+  Socket listener_;
+  SocketAddress listenAddr_;
+  Socket wakeRead_, wakeWrite_;  // a pipe that interrupts the receiver's poll
+  std::thread receiver_;
+  std::atomic<bool> aborted_{false};
+
+  std::mutex mailMu_;
+  std::condition_variable mailCv_;
+  std::map<std::pair<int, int>, std::deque<std::vector<char>>> mailbox_;  // (peer, tag) -> FIFO
+  std::vector<char> peerClosed_;  // peer's connection ended: nothing more will arrive from it
+  bool receiverFailed_ = false;
+
+  std::vector<std::unique_ptr<Outgoing>> out_;
+  std::mutex collMu_;  // collectives of one object do not interleave
+};
+
+Status TcpBootstrap::init(const IdLayout& id) {
+  const std::string rootText = addressToString(id.root);
+  if ((id.flags & kFlagRootAtRank0) && rank_ == 0) {
+    Socket listener;
+    SocketAddress bound;
+    if (!ok(listenSocket(id.root, &listener, &bound))) {
+      std::string why = lastError();
+      return fail(Status::kSystemError, "bootstrap: rank 0 cannot serve NCCL_COMM_ID=%s: %s",
+                  rootText.c_str(), why.c_str());
+    }
+    MSCCLPP_TRY(startRootService(std::move(listener), id.secret, timeout_));
+  }
+
+  // Ranks of a loopback root are all on this host; otherwise listen where NCCL_SOCKET_IFNAME points.
+  SocketAddress local;
+  std::string ifName = "lo";
+  if (isLoopback(id.root))
+    local = loopbackAddress(id.root.sa.sa_family);
+  else
+    MSCCLPP_TRY(selectInterfaceAddress(&local, &ifName));
+  MSCCLPP_TRY(listenSocket(local, &listener_, &listenAddr_));
+  int pipeFds[2];
+  if (pipe2(pipeFds, O_NONBLOCK | O_CLOEXEC) != 0)
+    return fail(Status::kSystemError, "bootstrap: pipe: %s", strerror(errno));
+  wakeRead_ = Socket(pipeFds[0]);
+  wakeWrite_ = Socket(pipeFds[1]);
+  receiver_ = std::thread([this] { receiverMain(); });
+
+  Socket root;
+  Status status = connectSocket(id.root, deadlineAfter(timeout_), &aborted_, &root);
+  if (!ok(status)) {
+    std::string why = lastError();
+    return fail(status, "bootstrap: rank %d could not reach the root at %s within %g s: %s", rank_,
+                rootText.c_str(), timeout_, why.c_str());
+  }
+  uint8_t hello[kSecretBytes + sizeof(Hello)];
+  Hello fields;
+  memset(&fields, 0, sizeof(fields));
+  fields.magic = kHelloMagic;
+  fields.rank = rank_;
+  fields.nranks = nranks_;
+  fields.listen = listenAddr_;
+  memcpy(hello, secret_, kSecretBytes);
+  memcpy(hello + kSecretBytes, &fields, sizeof(fields));
+  RootReply reply = {0, 0};
+  status = sendAll(root.fd(), hello, sizeof(hello), deadlineAfter(timeout_));
+  if (ok(status))
+    status = recvAll(root.fd(), &reply, sizeof(reply), deadlineAfter(timeout_ + kRootGraceSeconds));
+  if (status == Status::kTimeout)
+    return fail(Status::kTimeout, "bootstrap: rank %d got no answer from the root at %s within %g s", rank_,
+                rootText.c_str(), timeout_ + kRootGraceSeconds);
+  if (!ok(status)) {
+    std::string why = lastError();
+    return fail(Status::kRemoteError,
+                "bootstrap: rank %d lost the root at %s: %s (root process gone, or the id reused?)", rank_,
+                rootText.c_str(), why.c_str());
+  }
+  const Deadline bodyDeadline = deadlineAfter(kHandshakeSeconds);
+  if (reply.status != 0) {
+    std::string text(std::min<uint32_t>(reply.bytes, 4096), '\0');
+    if (!ok(recvAll(root.fd(), &text[0], text.size(), bodyDeadline))) text = "(message lost)";
+    bool known = reply.status > 0 && reply.status <= static_cast<int32_t>(Status::kTimeout);
+    return fail(known ? static_cast<Status>(reply.status) : Status::kRemoteError, "%s", text.c_str());
+  }
+  if (reply.bytes != nranks_ * sizeof(SocketAddress))
+    return fail(Status::kInternalError, "bootstrap: the root sent %u bytes of addresses, expected %zu",
+                reply.bytes, nranks_ * sizeof(SocketAddress));
+  peers_.resize(nranks_);
+  if (!ok(recvAll(root.fd(), peers_.data(), reply.bytes, bodyDeadline))) {
+    std::string why = lastError();
+    return fail(Status::kRemoteError, "bootstrap: rank %d: reading the address table: %s", rank_,
+                why.c_str());
+  }
+  MSCCLPP_INFO(kBootstrap, "bootstrap: rank %d/%d ready, listening on %s (%s)", rank_, nranks_,
+               addressToString(listenAddr_).c_str(), ifName.c_str());
+  return Status::kSuccess;
+}
+
+Status TcpBootstrap::checkArgs(const char* op, int peer, int tag, const void* data, size_t bytes) const {
+  if (peer < 0 || peer >= nranks_)
+    return fail(Status::kInvalidArgument, "bootstrap %s: peer %d out of range [0, %d)", op, peer, nranks_);
+  if (tag <= kReservedTagMax)
+    return fail(Status::kInvalidArgument, "bootstrap %s: tag %d is reserved for internal use", op, tag);
+  if (!data && bytes > 0) return fail(Status::kInvalidArgument, "bootstrap %s: null buffer", op);
+  return Status::kSuccess;
+}
+
+Status TcpBootstrap::send(int peer, int tag, const void* data, size_t bytes) {
+  MSCCLPP_TRY(checkArgs("send", peer, tag, data, bytes));
+  return sendFrame(peer, tag, data, bytes);
+}
+
+Status TcpBootstrap::recv(int peer, int tag, void* data, size_t bytes) {
+  MSCCLPP_TRY(checkArgs("recv", peer, tag, data, bytes));
+  return recvFrame(peer, tag, data, bytes);
+}
+
+Status TcpBootstrap::allGather(void* data, size_t bytesPerRank) {
+  if (!data && bytesPerRank > 0) return fail(Status::kInvalidArgument, "bootstrap allGather: null buffer");
+  std::lock_guard<std::mutex> lock(collMu_);
+  // Ring: at step s, pass on the slot that arrived at step s-1 (own slot first). Only two connections
+  // per rank, and the receiver thread drains eagerly, so sends never wait for the matching recv.
+  char* base = static_cast<char*>(data);
+  const int next = (rank_ + 1) % nranks_;
+  const int prev = (rank_ + nranks_ - 1) % nranks_;
+  for (int step = 0; step < nranks_ - 1; ++step) {
+    const int sendSlot = (rank_ - step + nranks_) % nranks_;
+    const int recvSlot = (rank_ - step - 1 + 2 * nranks_) % nranks_;
+    MSCCLPP_TRY(sendFrame(next, kTagAllGather, base + sendSlot * bytesPerRank, bytesPerRank));
+    MSCCLPP_TRY(recvFrame(prev, kTagAllGather, base + recvSlot * bytesPerRank, bytesPerRank));
+  }
+  return Status::kSuccess;
+}
+
+Status TcpBootstrap::barrier() {
+  try {
+    std::vector<char> bytes(nranks_, 0);
+    return allGather(bytes.data(), 1);
+  } catch (const std::exception& e) {
+    return fail(Status::kSystemError, "bootstrap barrier: %s", e.what());
+  }
+}
+
+Status TcpBootstrap::connectPeer(Outgoing& out, int peer) {
+  Socket sock;
+  Status status = connectSocket(peers_[peer], deadlineAfter(timeout_), &aborted_, &sock);
+  if (!ok(status)) {
+    std::string why = lastError();
+    return fail(status, "bootstrap: rank %d cannot connect to rank %d at %s: %s", rank_, peer,
+                addressToString(peers_[peer]).c_str(), why.c_str());
+  }
+  PeerHandshake handshake;
+  memset(&handshake, 0, sizeof(handshake));
+  memcpy(handshake.secret, secret_, kSecretBytes);
+  handshake.rank = rank_;
+  out.sock = std::move(sock);
+  out.liveFd.store(out.sock.fd());
+  if (aborted_.load()) return abortedError();  // abort() may have missed the new descriptor
+  status = sendAll(out.sock.fd(), &handshake, sizeof(handshake), deadlineAfter(timeout_), &aborted_);
+  if (!ok(status)) out.broken = true;
+  return status;
+}
+
+Status TcpBootstrap::sendFrame(int peer, int tag, const void* data, size_t bytes) {
+  if (aborted_.load()) return abortedError();
+  if (peer == rank_) {
+    try {
+      const char* p = static_cast<const char*>(data);
+      deliver(peer, tag, std::vector<char>(p, p + bytes));
+      return Status::kSuccess;
+    } catch (const std::exception& e) {
+      return fail(Status::kSystemError, "bootstrap: send to self: %s", e.what());
+    }
+  }
+  Outgoing& out = *out_[peer];
+  std::lock_guard<std::mutex> lock(out.mu);
+  if (out.broken)
+    return fail(Status::kRemoteError, "bootstrap: rank %d: the connection to rank %d failed earlier", rank_,
+                peer);
+  if (!out.sock.valid()) MSCCLPP_TRY(connectPeer(out, peer));
+
+  const FrameHeader header = {tag, 0, bytes};
+  const Deadline deadline = deadlineAfter(timeout_);
+  Status status;
+  if (bytes <= kCoalesceBytes) {
+    char frame[sizeof(FrameHeader) + kCoalesceBytes];
+    memcpy(frame, &header, sizeof(header));
+    if (bytes) memcpy(frame + sizeof(header), data, bytes);
+    status = sendAll(out.sock.fd(), frame, sizeof(header) + bytes, deadline, &aborted_);
+  } else {
+    status = sendAll(out.sock.fd(), &header, sizeof(header), deadline, &aborted_);
+    if (ok(status)) status = sendAll(out.sock.fd(), data, bytes, deadline, &aborted_);
+  }
+  if (ok(status)) return status;
+  out.broken = true;
+  if (aborted_.load()) return abortedError();
+  std::string why = lastError();
+  return fail(status, "bootstrap: rank %d: sending %zu bytes (tag %d) to rank %d failed: %s", rank_, bytes,
+              tag, peer, why.c_str());
+}
+
+Status TcpBootstrap::recvFrame(int peer, int tag, void* data, size_t bytes) {
+  const Deadline deadline = deadlineAfter(timeout_);
+  std::vector<char> message;
+  enum { kGot, kAborted, kClosed, kBroken, kTimedOut } outcome;
+  {
+    std::unique_lock<std::mutex> lock(mailMu_);
+    for (;;) {
+      if (aborted_.load()) {
+        outcome = kAborted;
+        break;
+      }
+      auto it = mailbox_.find({peer, tag});
+      if (it != mailbox_.end() && !it->second.empty()) {
+        message = std::move(it->second.front());
+        it->second.pop_front();
+        if (it->second.empty()) mailbox_.erase(it);
+        outcome = kGot;
+        break;
+      }
+      if (peerClosed_[peer]) {
+        outcome = kClosed;
+        break;
+      }
+      if (receiverFailed_) {
+        outcome = kBroken;
+        break;
+      }
+      if (Clock::now() >= deadline) {
+        outcome = kTimedOut;
+        break;
+      }
+      mailCv_.wait_until(lock, deadline);
+    }
+  }
+  switch (outcome) {
+    case kAborted:
+      return abortedError();
+    case kClosed:
+      return fail(Status::kRemoteError, "bootstrap: rank %d: rank %d closed its connection (tag %d pending)",
+                  rank_, peer, tag);
+    case kBroken:
+      return fail(Status::kSystemError, "bootstrap: rank %d: the receiver thread failed", rank_);
+    case kTimedOut:
+      return fail(Status::kTimeout, "bootstrap: rank %d: no message from rank %d (tag %d) within %g s", rank_,
+                  peer, tag, timeout_);
+    case kGot:
+      break;
+  }
+  if (message.size() != bytes)
+    return fail(Status::kInternalError,
+                "bootstrap: rank %d: message from rank %d (tag %d) has %zu bytes, expected %zu", rank_, peer,
+                tag, message.size(), bytes);
+  if (bytes) memcpy(data, message.data(), bytes);
+  return Status::kSuccess;
+}
+
+void TcpBootstrap::deliver(int peer, int tag, std::vector<char> payload) {
+  {
+    std::lock_guard<std::mutex> lock(mailMu_);
+    mailbox_[{peer, tag}].push_back(std::move(payload));
+  }
+  mailCv_.notify_all();
+}
+
+void TcpBootstrap::markPeerClosed(int peer) {
+  {
+    std::lock_guard<std::mutex> lock(mailMu_);
+    peerClosed_[peer] = 1;
+  }
+  mailCv_.notify_all();
+}
+
+void TcpBootstrap::receiverMain() {
+  try {
+    receiverLoop();
+  } catch (const std::exception& e) {
+    logWarn("bootstrap: rank %d: receiver thread failed: %s", rank_, e.what());
+    {
+      std::lock_guard<std::mutex> lock(mailMu_);
+      receiverFailed_ = true;
+    }
+    mailCv_.notify_all();
+  }
+  // Peers that still try to connect get refused rather than left waiting.
+  listener_.shutdown();
+}
+
+void TcpBootstrap::receiverLoop() {
+  std::vector<std::unique_ptr<Incoming>> conns;
+  while (!aborted_.load()) {
+    std::vector<pollfd> fds;
+    fds.push_back({wakeRead_.fd(), POLLIN, 0});
+    fds.push_back({listener_.fd(), POLLIN, 0});
+    Deadline wake = Clock::now() + std::chrono::seconds(1);
+    for (const auto& in : conns) {
+      fds.push_back({in->sock.fd(), POLLIN, 0});
+      if (in->peer < 0) wake = std::min(wake, in->handshakeDeadline);
+    }
+    if (poll(fds.data(), fds.size(), pollTimeoutMs(wake)) < 0 && errno != EINTR)
+      throw std::runtime_error(std::string("poll: ") + strerror(errno));
+    if (aborted_.load()) break;
+    if (fds[0].revents) {
+      char drain[64];
+      while (read(wakeRead_.fd(), drain, sizeof(drain)) > 0) {
+      }
+    }
+    const Deadline now = Clock::now();
+    for (size_t i = 0; i < conns.size(); ++i) {
+      Incoming& in = *conns[i];
+      bool keep = fds[i + 2].revents ? serveIncoming(in) : true;
+      if (keep && in.peer < 0 && now >= in.handshakeDeadline) {
+        MSCCLPP_INFO(kBootstrap, "bootstrap: rank %d: dropping a connection that did not authenticate",
+                     rank_);
+        keep = false;
+      }
+      if (!keep) in.sock.close();
+    }
+    conns.erase(std::remove_if(conns.begin(), conns.end(), [](const auto& in) { return !in->sock.valid(); }),
+                conns.end());
+    if (fds[1].revents) {
+      for (int i = 0; i < 256; ++i) {
+        Socket sock;
+        if (!ok(acceptSocket(listener_, &sock))) {
+          poll(nullptr, 0, 10);  // e.g. out of descriptors: do not spin
+          break;
+        }
+        if (!sock.valid()) break;
+        auto in = std::make_unique<Incoming>();
+        in->sock = std::move(sock);
+        in->handshakeDeadline = deadlineAfter(kHandshakeSeconds);
+        conns.push_back(std::move(in));
+      }
+    }
+  }
+}
+
+// Reads what is available on one connection; false when the connection is to be closed.
+bool TcpBootstrap::serveIncoming(Incoming& in) {
+  for (;;) {
+    if (in.peer < 0) {
+      long n = readSome(in.sock.fd(), in.head + in.have, sizeof(PeerHandshake) - in.have);
+      if (n <= 0) return n == 0;
+      in.have += static_cast<size_t>(n);
+      if (in.have >= kSecretBytes && !secretMatches(in.head, secret_)) {
+        MSCCLPP_INFO(kBootstrap, "bootstrap: rank %d: dropping a connection with a wrong secret", rank_);
+        return false;
+      }
+      if (in.have < sizeof(PeerHandshake)) continue;
+      PeerHandshake handshake;
+      memcpy(&handshake, in.head, sizeof(handshake));
+      if (handshake.rank < 0 || handshake.rank >= nranks_ || handshake.rank == rank_) return false;
+      in.peer = handshake.rank;
+      in.have = 0;
+      continue;
+    }
+    if (!in.inPayload) {
+      long n = readSome(in.sock.fd(), in.head + in.have, sizeof(FrameHeader) - in.have);
+      if (n == 0) return true;
+      if (n < 0) break;
+      in.have += static_cast<size_t>(n);
+      if (in.have < sizeof(FrameHeader)) continue;
+      memcpy(&in.header, in.head, sizeof(in.header));
+      in.have = 0;
+      if (in.header.bytes > kMaxFrameBytes) {
+        logWarn("bootstrap: rank %d: rank %d sent a frame of %llu bytes; dropping it", rank_, in.peer,
+                static_cast<unsigned long long>(in.header.bytes));
+        break;
+      }
+      try {
+        in.payload.resize(in.header.bytes);
+      } catch (const std::exception&) {
+        logWarn("bootstrap: rank %d: no memory for a %llu-byte frame from rank %d", rank_,
+                static_cast<unsigned long long>(in.header.bytes), in.peer);
+        break;
+      }
+      in.inPayload = true;
+    }
+    if (in.have < in.header.bytes) {
+      long n = readSome(in.sock.fd(), in.payload.data() + in.have, in.header.bytes - in.have);
+      if (n == 0) return true;
+      if (n < 0) break;
+      in.have += static_cast<size_t>(n);
+      if (in.have < in.header.bytes) continue;
+    }
+    deliver(in.peer, in.header.tag, std::move(in.payload));
+    in.payload = std::vector<char>();
+    in.inPayload = false;
+    in.have = 0;
+  }
+  markPeerClosed(in.peer);  // the peer is gone (or broke the protocol): nothing more will come
+  return false;
+}
+
+void TcpBootstrap::stop() {
+  aborted_.store(true);
+  if (wakeWrite_.valid()) {
+    char byte = 1;
+    ssize_t ignored = write(wakeWrite_.fd(), &byte, 1);
+    (void)ignored;  // a full pipe already wakes the receiver
+  }
+  {
+    std::lock_guard<std::mutex> lock(mailMu_);
+  }  // a waiter between its check and its wait sees the flag
+  mailCv_.notify_all();
+}
+
+void TcpBootstrap::abort() {
+  MSCCLPP_INFO(kBootstrap, "bootstrap: rank %d: abort", rank_);
+  stop();
+  // Unblock senders stuck in a full socket buffer and tell peers at once.
+  for (const auto& out : out_) {
+    int fd = out->liveFd.load();
+    if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+  }
+}
+
+}  // namespace
+
+double bootstrapTimeoutSeconds() {
+  double seconds = envDouble("MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT", 300.0);
+  return seconds > 0 ? seconds : 300.0;
+}
+
+Status bootstrapCreateUniqueId(UniqueId* out, bool ignoreCommIdEnv) {
+  if (!out) return fail(Status::kInvalidArgument, "bootstrap: null unique id");
+  IdLayout id;
+  memset(&id, 0, sizeof(id));
+  id.magic = kIdMagic;
+  const std::string commId = ignoreCommIdEnv ? std::string() : envString("NCCL_COMM_ID");
+  if (!commId.empty()) {
+    if (!ok(parseAddress(commId, &id.root))) {
+      std::string why = lastError();
+      return fail(Status::kInvalidArgument, "bootstrap: NCCL_COMM_ID=%s: %s", commId.c_str(), why.c_str());
+    }
+    id.flags = kFlagRootAtRank0;
+    deriveSecret(commId, id.secret);
+  } else {
+    SocketAddress local;
+    std::string ifName;
+    MSCCLPP_TRY(selectInterfaceAddress(&local, &ifName));
+    MSCCLPP_TRY(randomBytes(id.secret, kSecretBytes));
+    Socket listener;
+    MSCCLPP_TRY(listenSocket(local, &listener, &id.root));
+    MSCCLPP_TRY(startRootService(std::move(listener), id.secret, bootstrapTimeoutSeconds()));
+    MSCCLPP_INFO(kBootstrap, "bootstrap: root service listening on %s (%s)", addressToString(id.root).c_str(),
+                 ifName.c_str());
+  }
+  memset(out->bytes, 0, sizeof(out->bytes));
+  memcpy(out->bytes, &id, sizeof(id));
+  return Status::kSuccess;
+}
+
+Status Bootstrap::create(const UniqueId& id, int rank, int nranks, double timeoutSeconds,
+                         std::unique_ptr<Bootstrap>* out) {
+  if (!out) return fail(Status::kInvalidArgument, "bootstrap: null output");
+  out->reset();
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    return fail(Status::kInvalidArgument, "bootstrap: rank %d of %d is out of range", rank, nranks);
+  IdLayout layout;
+  memcpy(&layout, id.bytes, sizeof(layout));
+  if (layout.magic != kIdMagic || !isValidAddress(layout.root))
+    return fail(Status::kInvalidArgument,
+                "bootstrap: invalid unique id (not made by this library's ncclGetUniqueId?)");
+  if (!(timeoutSeconds > 0)) timeoutSeconds = bootstrapTimeoutSeconds();
+  try {
+    auto bootstrap = std::make_unique<TcpBootstrap>(rank, nranks, timeoutSeconds, layout.secret);
+    MSCCLPP_TRY(bootstrap->init(layout));
+    *out = std::move(bootstrap);
+    return Status::kSuccess;
+  } catch (const std::exception& e) {
+    return fail(Status::kSystemError, "bootstrap: rank %d: %s", rank, e.what());
+  }
+}
+
+}  // namespace mscclpp_nccl

@@ -1,0 +1,55 @@
+// Out-of-band rendezvous and host-side collectives among the ranks of one communicator, over TCP.
+//
+// A UniqueId names a root service (address + random secret). Every rank connects to the root, which
+// collects all ranks' listening addresses and hands the table back; afterwards ranks talk to each
+// other directly. Every connection must present the id's secret first; one that does not is dropped.
+// No CUDA call is ever made here (helper threads must stay safe during stream capture).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "native/common/status.h"
+
+namespace mscclpp_nccl {
+
+constexpr size_t kUniqueIdBytes = 128;
+struct UniqueId {
+  char bytes[kUniqueIdBytes];
+};
+
+// ncclGetUniqueId: picks the address (NCCL_COMM_ID when set, else an interface chosen by
+// NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY), draws a random secret and starts the root service in
+// this process. With NCCL_COMM_ID set no service is started here: rank 0 starts it (see create()).
+// `ignoreCommIdEnv` makes a fresh id with its own root service even when NCCL_COMM_ID is set; the
+// library uses it for the communicators that ncclCommSplit and ncclCommShrink create.
+Status bootstrapCreateUniqueId(UniqueId* out, bool ignoreCommIdEnv = false);
+
+// Seconds a rendezvous may take before it fails naming the missing ranks
+// (MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT, default 300).
+double bootstrapTimeoutSeconds();
+
+class Bootstrap {
+ public:
+  // Joins the rendezvous named by `id` as `rank` of `nranks`. Blocks until every rank has arrived, or
+  // fails with Status::kTimeout (message lists the missing ranks) after `timeoutSeconds`.
+  static Status create(const UniqueId& id, int rank, int nranks, double timeoutSeconds,
+                       std::unique_ptr<Bootstrap>* out);
+  virtual ~Bootstrap() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // `data` holds size() slots of `bytesPerRank`; this rank's slot is filled in, the others are
+  // filled from the peers.
+  virtual Status allGather(void* data, size_t bytesPerRank) = 0;
+  virtual Status barrier() = 0;
+  // Point-to-point messages, matched by (peer, tag) in order of sending.
+  virtual Status send(int peer, int tag, const void* data, size_t bytes) = 0;
+  virtual Status recv(int peer, int tag, void* data, size_t bytes) = 0;
+  // Makes every blocked and future call return Status::kRemoteError promptly (ncclCommAbort).
+  virtual void abort() = 0;
+};
+
+}  // namespace mscclpp_nccl

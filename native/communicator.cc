@@ -1,0 +1,164 @@
+#include "native/communicator.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "native/common/env.h"
+#include "native/common/logging.h"
+#include "native/transport/cuda_check.h"
+
+namespace mscclpp_nccl {
+namespace {
+
+constexpr size_t kDefaultScratchBytes = 8ull << 20;
+constexpr int kShareIdTag = 0x5eed;
+
+// Scratch per rank: MSCCLPP_NCCL_SCRATCH_BYTES, rounded so every slot holds whole packets.
+size_t slotPacketsFor(int nranks) {
+  size_t bytes = static_cast<size_t>(envInt("MSCCLPP_NCCL_SCRATCH_BYTES", kDefaultScratchBytes));
+  size_t slot = bytes / packetScratchBytes(nranks, 1);
+  return std::max<size_t>(slot, 32);
+}
+
+}  // namespace
+
+Status Communicator::create(const UniqueId& id, int rank, int nranks, std::unique_ptr<Communicator>* out) {
+  std::unique_ptr<Bootstrap> bootstrap;
+  MSCCLPP_TRY(Bootstrap::create(id, rank, nranks, bootstrapTimeoutSeconds(), &bootstrap));
+  std::unique_ptr<Communicator> comm(new Communicator());
+  MSCCLPP_TRY(comm->connect(std::move(bootstrap)));
+  *out = std::move(comm);
+  return Status::kSuccess;
+}
+
+Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
+  bootstrap_ = std::move(bootstrap);
+  rank_ = bootstrap_->rank();
+  nranks_ = bootstrap_->size();
+  MSCCLPP_CUDA_TRY(cudaGetDevice(&device_));
+  MSCCLPP_TRY(discoverTopology(*bootstrap_, device_, &topology_));
+  if (!topology_.singleHost)
+    return fail(Status::kInvalidUsage,
+                "communicator spans several hosts: mscclpp-nccl serves one host natively and has no "
+                "fallback NCCL loaded");
+
+  const size_t slotPackets = slotPacketsFor(nranks_);
+  MSCCLPP_TRY(
+      PeerBuffer::create(*bootstrap_, topology_, packetScratchBytes(nranks_, slotPackets), &scratch_));
+
+  MSCCLPP_CUDA_TRY(cudaHostAlloc(&hostFlags_, 2 * sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable));
+  hostFlags_[0] = 0;
+  hostFlags_[1] = kKernelOk;
+  int* deviceFlags = nullptr;
+  MSCCLPP_CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&deviceFlags), hostFlags_, 0));
+  MSCCLPP_CUDA_TRY(cudaMalloc(&deviceCounters_, 2 * sizeof(uint64_t)));
+  MSCCLPP_CUDA_TRY(cudaMemset(deviceCounters_, 0, 2 * sizeof(uint64_t)));
+
+  packetComm_.rank = rank_;
+  packetComm_.nranks = nranks_;
+  packetComm_.localScratch = scratch_->local();
+  packetComm_.peerScratch = scratch_->devicePeerTable();
+  packetComm_.slotPackets = slotPackets;
+  packetComm_.steps.value = deviceCounters_;
+  packetComm_.steps.blocksDone = reinterpret_cast<unsigned*>(deviceCounters_ + 1);
+  packetComm_.wait.abortFlag = deviceFlags;
+  packetComm_.wait.errorFlag = deviceFlags + 1;
+  packetComm_.wait.timeoutNs = static_cast<uint64_t>(envDouble("MSCCLPP_NCCL_WAIT_TIMEOUT", 600.0) * 1e9);
+  packetComm_.wait.rank = rank_;
+
+  // Every rank's kernels must fit on its GPU at once, or ranks that wait on each other deadlock.
+  int smCount = topology_.ranks[rank_].smCount;
+  selector_.maxBlocks = std::clamp(smCount / topology_.ranksOnMyGpu, 1, kMaxPacketBlocks);
+
+  MSCCLPP_CUDA_TRY(cudaDeviceSynchronize());
+  MSCCLPP_TRY(bootstrap_->barrier());
+  MSCCLPP_INFO(kInit, "rank %d/%d on GPU %d (%d ranks on it): %zu-packet slots, up to %d blocks", rank_,
+               nranks_, device_, topology_.ranksOnMyGpu, slotPackets, selector_.maxBlocks);
+  return Status::kSuccess;
+}
+
+Communicator::~Communicator() {
+  int previous = -1;
+  cudaGetDevice(&previous);
+  cudaSetDevice(device_);
+  scratch_.reset();
+  if (deviceCounters_) cudaFree(deviceCounters_);
+  if (hostFlags_) cudaFreeHost(hostFlags_);
+  cudaGetLastError();
+  if (previous >= 0) cudaSetDevice(previous);
+}
+
+Status Communicator::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
+  if (args.count == 0) return Status::kSuccess;
+  if (nranks_ == 1 && !args.op.scaling.preMultiply) {
+    // A single rank's reduction is its input (Avg divides by one).
+    if (args.recv != args.send)
+      MSCCLPP_CUDA_TRY(cudaMemcpyAsync(args.recv, args.send, args.count * dataTypeSize(args.type),
+                                       cudaMemcpyDeviceToDevice, stream));
+    return Status::kSuccess;
+  }
+  return runAllReduce(packetComm_, selector_, args, stream);
+}
+
+Status Communicator::asyncError() const {
+  switch (const_cast<volatile int*>(hostFlags_)[1]) {
+    case kKernelOk:
+      return Status::kSuccess;
+    case kKernelAborted:
+      return fail(Status::kRemoteError, "communicator was aborted while a kernel waited for a peer");
+    default:
+      return fail(Status::kTimeout,
+                  "a kernel gave up waiting for a peer after MSCCLPP_NCCL_WAIT_TIMEOUT seconds");
+  }
+}
+
+void Communicator::stopKernels() {
+  if (hostFlags_) const_cast<volatile int*>(hostFlags_)[0] = 1;
+}
+
+void Communicator::abort() {
+  stopKernels();
+  if (bootstrap_) bootstrap_->abort();
+}
+
+Status Communicator::joinNewCommunicator(const std::vector<int>& members,
+                                         std::unique_ptr<Communicator>* out) {
+  const int newRank = static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+  UniqueId id;
+  if (newRank == 0) {
+    MSCCLPP_TRY(bootstrapCreateUniqueId(&id, /*ignoreCommIdEnv=*/true));
+    for (size_t i = 1; i < members.size(); ++i)
+      MSCCLPP_TRY(bootstrap_->send(members[i], kShareIdTag, &id, sizeof(id)));
+  } else {
+    MSCCLPP_TRY(bootstrap_->recv(members[0], kShareIdTag, &id, sizeof(id)));
+  }
+  return create(id, newRank, static_cast<int>(members.size()), out);
+}
+
+Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* out) {
+  struct Choice {
+    int color;
+    int key;
+  };
+  std::vector<Choice> choices(nranks_);
+  choices[rank_] = {color, key};
+  MSCCLPP_TRY(bootstrap_->allGather(choices.data(), sizeof(Choice)));
+  out->reset();
+  if (color == kSplitNoColor) return Status::kSuccess;
+  std::vector<int> members;
+  for (int r = 0; r < nranks_; ++r)
+    if (choices[r].color == color) members.push_back(r);
+  // New ranks follow the keys; equal keys keep the parent's order.
+  std::stable_sort(members.begin(), members.end(),
+                   [&](int a, int b) { return choices[a].key < choices[b].key; });
+  return joinNewCommunicator(members, out);
+}
+
+Status Communicator::shrink(const std::vector<int>& excluded, std::unique_ptr<Communicator>* out) {
+  std::vector<int> members;
+  for (int r = 0; r < nranks_; ++r)
+    if (std::find(excluded.begin(), excluded.end(), r) == excluded.end()) members.push_back(r);
+  return joinNewCommunicator(members, out);
+}
+
+}  // namespace mscclpp_nccl

@@ -1,0 +1,69 @@
+// A communicator of the native runtime: bootstrap, topology, peer scratch buffers and the device
+// state its kernels share. The shim wraps one of these in every ncclComm_t.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <vector>
+
+#include "native/algorithms/algorithm_selector.h"
+#include "native/algorithms/allreduce.h"
+#include "native/bootstrap/bootstrap.h"
+#include "native/common/status.h"
+#include "native/transport/peer_buffer.h"
+#include "native/transport/rank_info.h"
+
+namespace mscclpp_nccl {
+
+constexpr int kSplitNoColor = -1;
+
+class Communicator {
+ public:
+  // Collective over all `nranks` ranks: joins the rendezvous named by `id` and connects to the peers.
+  // Uses the calling thread's current CUDA device.
+  static Status create(const UniqueId& id, int rank, int nranks, std::unique_ptr<Communicator>* out);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return nranks_; }
+  int cudaDevice() const { return device_; }
+  int ranksOnMyGpu() const { return topology_.ranksOnMyGpu; }
+  // Device memory this communicator holds (ncclCommMemStats).
+  size_t deviceBytes() const { return scratch_ ? scratch_->bytes() : 0; }
+
+  // Enqueues on `stream`; never synchronizes the host.
+  Status allReduce(const AllReduceArgs& args, cudaStream_t stream);
+
+  // The first failure any kernel of this communicator reported (timeout, abort), else kSuccess.
+  Status asyncError() const;
+  // Makes every waiting kernel and bootstrap call of this communicator give up promptly.
+  void abort();
+  // Makes waiting kernels give up, keeping the bootstrap (ncclCommShrink with NCCL_SHRINK_ABORT).
+  void stopKernels();
+
+  // ncclCommSplit: collective over this communicator. Ranks with `color` == kSplitNoColor get null.
+  Status split(int color, int key, std::unique_ptr<Communicator>* out);
+  // ncclCommShrink: collective over the ranks not in `excluded`, which need not take part.
+  Status shrink(const std::vector<int>& excluded, std::unique_ptr<Communicator>* out);
+
+ private:
+  Communicator() = default;
+  Status connect(std::unique_ptr<Bootstrap> bootstrap);
+  Status joinNewCommunicator(const std::vector<int>& members, std::unique_ptr<Communicator>* out);
+
+  int rank_ = 0;
+  int nranks_ = 0;
+  int device_ = 0;
+  std::unique_ptr<Bootstrap> bootstrap_;
+  Topology topology_;
+  std::unique_ptr<PeerBuffer> scratch_;
+  int* hostFlags_ = nullptr;            // [0] abort, [1] kernel error; host-mapped
+  uint64_t* deviceCounters_ = nullptr;  // step counter and blocks-done counter
+  PacketComm packetComm_{};
+  SelectorContext selector_{};
+};
+
+}  // namespace mscclpp_nccl

@@ -1,0 +1,34 @@
+// Plain structs shared between host code and kernels (no device-only code, so .cc files include it).
+#pragma once
+
+#include <cstdint>
+
+namespace mscclpp_nccl {
+
+// Host-mapped words shared by the host and every kernel of one communicator.
+struct WaitControl {
+  volatile int* abortFlag;  // set by ncclCommAbort
+  int* errorFlag;           // first KernelError raised by any kernel of this communicator
+  uint64_t timeoutNs;       // 0: wait forever
+  int rank;
+};
+
+enum KernelError : int { kKernelOk = 0, kKernelAborted = 1, kKernelTimedOut = 2 };
+
+// The per-communicator step counter (see step_sequence.cuh).
+struct StepCounter {
+  uint64_t* value;       // steps completed so far
+  unsigned* blocksDone;  // blocks of the running kernel that have finished
+};
+
+// Runtime scaling around the binary operator: PreMulSum multiplies each rank's input by that rank's
+// scalar before it is combined; Avg divides the final sum by the number of ranks.
+struct ReduceScaling {
+  bool preMultiply;          // PreMulSum
+  bool scalarOnDevice;       // scalar is read through `deviceScalar` when the kernel runs
+  const void* deviceScalar;  // points at one element of the reduction's type
+  uint64_t hostScalarBits;   // the scalar's bits, when it was given on the host
+  int postDivisor;           // Avg: the number of ranks; 1 otherwise
+};
+
+}  // namespace mscclpp_nccl

@@ -1,0 +1,170 @@
+// Element types and reduction operators shared by every reducing kernel.
+//
+// Reductions accumulate in `Acc` (float for 16- and 8-bit floats, the type itself otherwise) and round
+// once at the end, so every rank that reduces the same inputs in the same (rank) order gets the same
+// bits, and low-precision sums are at least as accurate as pairwise rounding. Integer arithmetic wraps
+// like the hardware does.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "native/device/device_types.h"
+
+namespace mscclpp_nccl {
+
+template <typename T>
+struct ElementTraits {
+  using Acc = T;
+  static __device__ __forceinline__ Acc toAcc(T v) { return v; }
+  static __device__ __forceinline__ T fromAcc(Acc v) { return static_cast<T>(v); }
+};
+
+template <>
+struct ElementTraits<__half> {
+  using Acc = float;
+  static __device__ __forceinline__ Acc toAcc(__half v) { return __half2float(v); }
+  static __device__ __forceinline__ __half fromAcc(Acc v) { return __float2half_rn(v); }
+};
+
+template <>
+struct ElementTraits<__nv_bfloat16> {
+  using Acc = float;
+  static __device__ __forceinline__ Acc toAcc(__nv_bfloat16 v) { return __bfloat162float(v); }
+  static __device__ __forceinline__ __nv_bfloat16 fromAcc(Acc v) { return __float2bfloat16_rn(v); }
+};
+
+template <>
+struct ElementTraits<__nv_fp8_e4m3> {
+  using Acc = float;
+  static __device__ __forceinline__ Acc toAcc(__nv_fp8_e4m3 v) { return static_cast<float>(v); }
+  static __device__ __forceinline__ __nv_fp8_e4m3 fromAcc(Acc v) { return __nv_fp8_e4m3(v); }
+};
+
+template <>
+struct ElementTraits<__nv_fp8_e5m2> {
+  using Acc = float;
+  static __device__ __forceinline__ Acc toAcc(__nv_fp8_e5m2 v) { return static_cast<float>(v); }
+  static __device__ __forceinline__ __nv_fp8_e5m2 fromAcc(Acc v) { return __nv_fp8_e5m2(v); }
+};
+
+// The four binary operators. Avg and PreMulSum are Sum with a scaling step (see ReduceScaling).
+struct OpSum {
+  template <typename A>
+  static __device__ __forceinline__ A apply(A a, A b) {
+    return a + b;
+  }
+};
+struct OpProd {
+  template <typename A>
+  static __device__ __forceinline__ A apply(A a, A b) {
+    return a * b;
+  }
+};
+struct OpMax {
+  template <typename A>
+  static __device__ __forceinline__ A apply(A a, A b) {
+    return a > b ? a : b;
+  }
+};
+struct OpMin {
+  template <typename A>
+  static __device__ __forceinline__ A apply(A a, A b) {
+    return a < b ? a : b;
+  }
+};
+
+template <typename T>
+__device__ __forceinline__ typename ElementTraits<T>::Acc loadScalar(const ReduceScaling& s) {
+  T value;
+  if (s.scalarOnDevice) {
+    value = *static_cast<const T*>(s.deviceScalar);
+  } else {
+    memcpy(&value, &s.hostScalarBits, sizeof(T));
+  }
+  return ElementTraits<T>::toAcc(value);
+}
+
+// Eight bytes of elements: the payload of one LL packet and the unit every packet kernel moves.
+template <typename T>
+struct Word {
+  static constexpr int kElems = 8 / sizeof(T);
+  using Acc = typename ElementTraits<T>::Acc;
+
+  static __device__ __forceinline__ void unpack(uint2 bits, Acc (&out)[kElems]) {
+    const T* elems = reinterpret_cast<const T*>(&bits);
+#pragma unroll
+    for (int i = 0; i < kElems; ++i) out[i] = ElementTraits<T>::toAcc(elems[i]);
+  }
+
+  static __device__ __forceinline__ uint2 pack(const Acc (&in)[kElems]) {
+    uint2 bits;
+    T* elems = reinterpret_cast<T*>(&bits);
+#pragma unroll
+    for (int i = 0; i < kElems; ++i) elems[i] = ElementTraits<T>::fromAcc(in[i]);
+    return bits;
+  }
+
+  // Multiplies every element by `scalar` in Acc and rounds back (PreMulSum's per-rank step).
+  static __device__ __forceinline__ uint2 scale(uint2 bits, Acc scalar) {
+    Acc values[kElems];
+    unpack(bits, values);
+#pragma unroll
+    for (int i = 0; i < kElems; ++i) values[i] = values[i] * scalar;
+    return pack(values);
+  }
+};
+
+template <int kSize>
+struct RawElement;
+template <>
+struct RawElement<1> {
+  using type = uint8_t;
+};
+template <>
+struct RawElement<2> {
+  using type = uint16_t;
+};
+template <>
+struct RawElement<4> {
+  using type = uint32_t;
+};
+template <>
+struct RawElement<8> {
+  using type = uint64_t;
+};
+
+// Copies the `bytes` (<= 8) bytes of word `index` of a buffer. Whole words of 8-byte aligned buffers
+// move in one access; the rest move element by element (buffers may sit at any element offset).
+template <typename T>
+__device__ __forceinline__ uint2 loadWord(const char* base, size_t index, size_t totalBytes, bool aligned) {
+  size_t offset = index * 8;
+  size_t bytes = totalBytes - offset < 8 ? totalBytes - offset : 8;
+  if (aligned && bytes == 8) return *reinterpret_cast<const uint2*>(base + offset);
+  using Raw = typename RawElement<sizeof(T)>::type;
+  uint2 bits = make_uint2(0, 0);
+  Raw* dst = reinterpret_cast<Raw*>(&bits);
+  const Raw* src = reinterpret_cast<const Raw*>(base + offset);
+  for (size_t i = 0; i < bytes / sizeof(T); ++i) dst[i] = src[i];
+  return bits;
+}
+
+template <typename T>
+__device__ __forceinline__ void storeWord(char* base, size_t index, size_t totalBytes, bool aligned,
+                                          uint2 bits) {
+  size_t offset = index * 8;
+  size_t bytes = totalBytes - offset < 8 ? totalBytes - offset : 8;
+  if (aligned && bytes == 8) {
+    *reinterpret_cast<uint2*>(base + offset) = bits;
+    return;
+  }
+  using Raw = typename RawElement<sizeof(T)>::type;
+  const Raw* src = reinterpret_cast<const Raw*>(&bits);
+  Raw* dst = reinterpret_cast<Raw*>(base + offset);
+  for (size_t i = 0; i < bytes / sizeof(T); ++i) dst[i] = src[i];
+}
+
+}  // namespace mscclpp_nccl

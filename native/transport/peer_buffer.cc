@@ -1,0 +1,84 @@
+#include "native/transport/peer_buffer.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "native/common/logging.h"
+#include "native/transport/cuda_check.h"
+
+namespace mscclpp_nccl {
+namespace {
+
+struct ExportedBuffer {
+  cudaIpcMemHandle_t handle;
+  uint64_t address;
+};
+
+// Ranks of one process on different GPUs reach each other through peer access.
+Status enablePeerAccess(int device, int peerDevice) {
+  if (device == peerDevice) return Status::kSuccess;
+  int canAccess = 0;
+  MSCCLPP_CUDA_TRY(cudaDeviceCanAccessPeer(&canAccess, device, peerDevice));
+  if (!canAccess)
+    return fail(Status::kInvalidUsage, "GPU %d cannot access GPU %d directly; no native path between them",
+                device, peerDevice);
+  cudaError_t err = cudaDeviceEnablePeerAccess(peerDevice, 0);
+  if (err == cudaErrorPeerAccessAlreadyEnabled) {
+    cudaGetLastError();
+    return Status::kSuccess;
+  }
+  MSCCLPP_CUDA_TRY(err);
+  return Status::kSuccess;
+}
+
+}  // namespace
+
+Status PeerBuffer::create(Bootstrap& bootstrap, const Topology& topology, size_t bytes,
+                          std::unique_ptr<PeerBuffer>* out) {
+  std::unique_ptr<PeerBuffer> buffer(new PeerBuffer());
+  const int rank = bootstrap.rank();
+  const int nranks = bootstrap.size();
+  buffer->bytes_ = bytes;
+  MSCCLPP_CUDA_TRY(cudaMalloc(&buffer->local_, bytes));
+  MSCCLPP_CUDA_TRY(cudaMemset(buffer->local_, 0, bytes));
+  MSCCLPP_CUDA_TRY(cudaDeviceSynchronize());
+
+  std::vector<ExportedBuffer> exported(nranks);
+  memset(exported.data(), 0, sizeof(ExportedBuffer) * nranks);
+  MSCCLPP_CUDA_TRY(cudaIpcGetMemHandle(&exported[rank].handle, buffer->local_));
+  exported[rank].address = reinterpret_cast<uint64_t>(buffer->local_);
+  MSCCLPP_TRY(bootstrap.allGather(exported.data(), sizeof(ExportedBuffer)));
+
+  buffer->peers_.assign(nranks, nullptr);
+  buffer->openedByIpc_.assign(nranks, false);
+  for (int peer = 0; peer < nranks; ++peer) {
+    if (peer == rank) {
+      buffer->peers_[peer] = buffer->local_;
+    } else if (topology.sameProcess(rank, peer)) {
+      MSCCLPP_TRY(enablePeerAccess(topology.ranks[rank].cudaDevice, topology.ranks[peer].cudaDevice));
+      buffer->peers_[peer] = reinterpret_cast<void*>(exported[peer].address);
+    } else {
+      MSCCLPP_CUDA_TRY(
+          cudaIpcOpenMemHandle(&buffer->peers_[peer], exported[peer].handle, cudaIpcMemLazyEnablePeerAccess));
+      buffer->openedByIpc_[peer] = true;
+    }
+  }
+  MSCCLPP_CUDA_TRY(cudaMalloc(&buffer->deviceTable_, sizeof(void*) * nranks));
+  MSCCLPP_CUDA_TRY(cudaMemcpy(buffer->deviceTable_, buffer->peers_.data(), sizeof(void*) * nranks,
+                              cudaMemcpyHostToDevice));
+  *out = std::move(buffer);
+  return Status::kSuccess;
+}
+
+PeerBuffer::~PeerBuffer() {
+  // Errors are ignored here: teardown must finish even when the device is in a bad state.
+  for (size_t peer = 0; peer < peers_.size(); ++peer)
+    if (openedByIpc_[peer]) cudaIpcCloseMemHandle(peers_[peer]);
+  if (deviceTable_) cudaFree(deviceTable_);
+  if (local_) cudaFree(local_);
+  cudaGetLastError();
+}
+
+}  // namespace mscclpp_nccl

@@ -1,0 +1,70 @@
+#include "native/transport/rank_info.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "native/transport/cuda_check.h"
+
+namespace mscclpp_nccl {
+namespace {
+
+uint64_t fnv1a(const std::string& text) {
+  uint64_t hash = 1469598103934665603ull;
+  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
+  return hash;
+}
+
+uint64_t thisHostId() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::string bootId;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> bootId;
+  return fnv1a(std::string(host) + "/" + bootId);
+}
+
+uint64_t thisProcessId() {
+  static const uint64_t id = [] {
+    std::random_device device;
+    return (static_cast<uint64_t>(device()) << 32) ^ device() ^ static_cast<uint64_t>(getpid());
+  }();
+  return id;
+}
+
+}  // namespace
+
+Status describeThisRank(int cudaDevice, RankInfo* out) {
+  memset(out, 0, sizeof(*out));
+  out->hostId = thisHostId();
+  out->processId = thisProcessId();
+  out->cudaDevice = cudaDevice;
+  MSCCLPP_CUDA_TRY(cudaDeviceGetAttribute(&out->smCount, cudaDevAttrMultiProcessorCount, cudaDevice));
+  cudaDeviceProp prop;
+  MSCCLPP_CUDA_TRY(cudaGetDeviceProperties(&prop, cudaDevice));
+  memcpy(out->gpuUuid, &prop.uuid, sizeof(out->gpuUuid));
+  return Status::kSuccess;
+}
+
+bool Topology::sameGpu(int a, int b) const {
+  return ranks[a].hostId == ranks[b].hostId &&
+         memcmp(ranks[a].gpuUuid, ranks[b].gpuUuid, sizeof(ranks[a].gpuUuid)) == 0;
+}
+
+Status discoverTopology(Bootstrap& bootstrap, int cudaDevice, Topology* out) {
+  out->ranks.assign(bootstrap.size(), RankInfo{});
+  MSCCLPP_TRY(describeThisRank(cudaDevice, &out->ranks[bootstrap.rank()]));
+  MSCCLPP_TRY(bootstrap.allGather(out->ranks.data(), sizeof(RankInfo)));
+  out->ranksOnMyGpu = 0;
+  out->singleHost = true;
+  for (int r = 0; r < bootstrap.size(); ++r) {
+    if (out->sameGpu(r, bootstrap.rank())) ++out->ranksOnMyGpu;
+    if (out->ranks[r].hostId != out->ranks[0].hostId) out->singleHost = false;
+  }
+  return Status::kSuccess;
+}
+
+}  // namespace mscclpp_nccl

@@ -1,0 +1,37 @@
+// Who each rank is: host, process and GPU. Exchanged once at communicator init; decides how peers'
+// memory is reached (direct pointer in one process, CUDA IPC across processes) and how many ranks
+// share each GPU (which bounds every kernel's grid so that waiting kernels stay co-resident).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "native/bootstrap/bootstrap.h"
+#include "native/common/status.h"
+
+namespace mscclpp_nccl {
+
+struct RankInfo {
+  uint64_t hostId;     // hash of the host name and boot id
+  uint64_t processId;  // random per process (pids repeat across containers)
+  int32_t cudaDevice;  // ordinal in that process
+  int32_t smCount;
+  uint8_t gpuUuid[16];
+};
+
+Status describeThisRank(int cudaDevice, RankInfo* out);
+
+struct Topology {
+  std::vector<RankInfo> ranks;
+  int ranksOnMyGpu = 0;
+  bool singleHost = true;
+
+  bool sameProcess(int a, int b) const {
+    return ranks[a].hostId == ranks[b].hostId && ranks[a].processId == ranks[b].processId;
+  }
+  bool sameGpu(int a, int b) const;
+};
+
+Status discoverTopology(Bootstrap& bootstrap, int cudaDevice, Topology* out);
+
+}  // namespace mscclpp_nccl

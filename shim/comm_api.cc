@@ -1,0 +1,207 @@
+// Communicator queries, teardown, split and shrink, and error reporting.
+#include <algorithm>
+#include <vector>
+
+#include "shim/comm_handle.h"
+
+using mscclpp_nccl::Communicator;
+using mscclpp_nccl::fail;
+using mscclpp_nccl::Status;
+
+namespace {
+
+#define RETURN_IF_FAILED(expr)                  \
+  do {                                          \
+    ncclResult_t result_ = (expr);              \
+    if (result_ != ncclSuccess) return result_; \
+  } while (0)
+
+// Frees the native communicator; the handle stays as a tombstone (see comm_handle.h).
+void release(ncclComm* comm, bool abort) {
+  if (abort) {
+    std::shared_lock<std::shared_mutex> lock(comm->implMutex);
+    if (comm->impl) comm->impl->abort();  // waiting kernels exit, so the frees below cannot block
+  }
+  std::unique_ptr<Communicator> impl;
+  {
+    std::unique_lock<std::shared_mutex> lock(comm->implMutex);
+    impl = std::move(comm->impl);
+    comm->state = abort ? CommState::kAborted : CommState::kDestroyed;
+  }
+  if (comm->worker.joinable()) {
+    // An initialisation still in the rendezvous may wait for ranks that never come: leave it to
+    // finish (or time out) on its own; runJob drops what it built once it sees the new state.
+    if (abort)
+      comm->worker.detach();
+    else
+      comm->worker.join();
+  }
+  impl.reset();
+  comm->state = CommState::kDestroyed;
+}
+
+ncclResult_t newChildHandle(ncclComm_t parent, ncclConfig_t* config, ncclComm** out) {
+  CommConfig parsed;
+  RETURN_IF_FAILED(readCommConfig(config, &parsed));
+  ncclComm* child = new ncclComm();
+  child->blocking = config ? parsed.blocking : parent->blocking;  // NCCL: children inherit by default
+  child->device = parent->device;
+  *out = child;
+  return ncclSuccess;
+}
+
+}  // namespace
+
+NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
+  // Work is only ever enqueued on the caller's streams, so there is nothing left to flush here.
+  return checkKnownComm(comm, "ncclCommFinalize");
+}
+
+NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  RETURN_IF_FAILED(checkKnownComm(comm, "ncclCommDestroy"));
+  release(comm, /*abort=*/false);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  RETURN_IF_FAILED(checkKnownComm(comm, "ncclCommAbort"));
+  release(comm, /*abort=*/true);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
+  RETURN_IF_FAILED(checkKnownComm(comm, "ncclCommCount"));
+  if (count == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommCount: count is NULL"));
+  *count = comm->nranks;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
+  RETURN_IF_FAILED(checkKnownComm(comm, "ncclCommCuDevice"));
+  if (device == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommCuDevice: device is NULL"));
+  *device = comm->device;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
+  RETURN_IF_FAILED(checkKnownComm(comm, "ncclCommUserRank"));
+  if (rank == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommUserRank: rank is NULL"));
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
+  RETURN_IF_FAILED(checkKnownComm(comm, "ncclCommGetAsyncError"));
+  if (asyncError == nullptr)
+    return toNccl(fail(Status::kInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL"));
+  switch (comm->state.load()) {
+    case CommState::kInitializing:
+      *asyncError = ncclInProgress;
+      break;
+    case CommState::kReady: {
+      std::shared_lock<std::shared_mutex> lock(comm->implMutex);
+      *asyncError = comm->impl ? toNccl(comm->impl->asyncError()) : ncclInvalidUsage;
+      break;
+    }
+    case CommState::kFailed:
+      *asyncError = comm->initResult;
+      break;
+    default:
+      *asyncError = ncclInvalidUsage;
+  }
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+         ncclConfig_t* config) {
+  RETURN_IF_FAILED(checkReadyComm(comm, "ncclCommSplit"));
+  if (newcomm == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommSplit: newcomm is NULL"));
+  *newcomm = nullptr;
+  if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
+    return toNccl(fail(Status::kInvalidArgument, "ncclCommSplit: color %d is negative", color));
+  ncclComm* child = nullptr;
+  RETURN_IF_FAILED(newChildHandle(comm, config, &child));
+  // A rank without a color still takes part in the exchange, through a handle the caller never sees.
+  if (color != NCCL_SPLIT_NOCOLOR) *newcomm = child;
+  ncclResult_t result = startCommJob(child, [comm, child, color, key](std::unique_ptr<Communicator>* impl) {
+    std::shared_lock<std::shared_mutex> lock(comm->implMutex);
+    if (!comm->impl) return fail(Status::kInvalidUsage, "ncclCommSplit: parent was destroyed");
+    MSCCLPP_TRY(comm->impl->split(color, key, impl));
+    if (*impl) {
+      child->rank = (*impl)->rank();
+      child->nranks = (*impl)->size();
+    }
+    return Status::kSuccess;
+  });
+  if (color == NCCL_SPLIT_NOCOLOR && result != ncclInProgress) {
+    // The hidden handle is done with once its (synchronous) exchange finished.
+    if (child->state != CommState::kInitializing) release(child, false);
+  }
+  return result;
+}
+
+NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+         ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  RETURN_IF_FAILED(checkReadyComm(comm, "ncclCommShrink"));
+  if (newcomm == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommShrink: newcomm is NULL"));
+  *newcomm = nullptr;
+  if (excludeRanksCount < 0 || (excludeRanksCount > 0 && excludeRanksList == nullptr))
+    return toNccl(fail(Status::kInvalidArgument, "ncclCommShrink: bad exclude list"));
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+    return toNccl(fail(Status::kInvalidArgument, "ncclCommShrink: unknown flags 0x%x", shrinkFlags));
+  std::vector<int> excluded(excludeRanksList, excludeRanksList + excludeRanksCount);
+  for (int r : excluded) {
+    if (r < 0 || r >= comm->nranks)
+      return toNccl(fail(Status::kInvalidArgument, "ncclCommShrink: excluded rank %d out of range", r));
+    if (r == comm->rank)
+      return toNccl(fail(Status::kInvalidArgument, "ncclCommShrink: rank %d excludes itself", r));
+  }
+  if (static_cast<int>(excluded.size()) >= comm->nranks)
+    return toNccl(fail(Status::kInvalidArgument, "ncclCommShrink: no rank left"));
+  ncclComm* child = nullptr;
+  RETURN_IF_FAILED(newChildHandle(comm, config, &child));
+  *newcomm = child;
+  return startCommJob(child, [comm, child, excluded, shrinkFlags](std::unique_ptr<Communicator>* impl) {
+    std::shared_lock<std::shared_mutex> lock(comm->implMutex);
+    if (!comm->impl) return fail(Status::kInvalidUsage, "ncclCommShrink: parent was destroyed");
+    if (shrinkFlags == NCCL_SHRINK_ABORT) comm->impl->stopKernels();
+    MSCCLPP_TRY(comm->impl->shrink(excluded, impl));
+    child->rank = (*impl)->rank();
+    child->nranks = (*impl)->size();
+    return Status::kSuccess;
+  });
+}
+
+NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess:
+      return "no error";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError:
+      return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError:
+      return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument:
+      return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage:
+      return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError:
+      return "remote process exited or there was a network error";
+    case ncclInProgress:
+      return "NCCL operation in progress";
+    case ncclTimeout:
+      return "timeout";
+    default:
+      return "unknown result code";
+  }
+}
+
+NCCL_API(const char*, ncclGetLastError, ncclComm_t comm) {
+  const char* text = mscclpp_nccl::lastError();
+  if (text[0] == '\0' && comm != nullptr && comm->magic == ncclComm::kMagic && !comm->initError.empty())
+    return comm->initError.c_str();
+  return text;
+}

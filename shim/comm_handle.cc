@@ -1,0 +1,102 @@
+#include "shim/comm_handle.h"
+
+#include <cstddef>
+
+#include "shim/group.h"
+
+using mscclpp_nccl::fail;
+using mscclpp_nccl::Status;
+
+ncclResult_t checkKnownComm(ncclComm_t comm, const char* function) {
+  if (comm == nullptr) return toNccl(fail(Status::kInvalidArgument, "%s: comm is NULL", function));
+  if (comm->magic != ncclComm::kMagic)
+    return toNccl(fail(Status::kInvalidArgument, "%s: comm is not a valid communicator", function));
+  if (comm->state.load() == CommState::kDestroyed)
+    return toNccl(fail(Status::kInvalidArgument, "%s: comm was already destroyed", function));
+  return ncclSuccess;
+}
+
+ncclResult_t checkReadyComm(ncclComm_t comm, const char* function) {
+  ncclResult_t result = checkKnownComm(comm, function);
+  if (result != ncclSuccess) return result;
+  switch (comm->state.load()) {
+    case CommState::kReady:
+      return ncclSuccess;
+    case CommState::kInitializing:
+      return toNccl(fail(Status::kInvalidUsage, "%s: comm is still initializing", function));
+    case CommState::kAborted:
+      return toNccl(fail(Status::kInvalidArgument, "%s: comm was aborted", function));
+    default:
+      return toNccl(fail(Status::kInvalidUsage, "%s: comm failed to initialize: %s", function,
+                         comm->initError.c_str()));
+  }
+}
+
+namespace {
+
+void runJob(ncclComm* comm, const CommJob& job) {
+  DeviceGuard guard(comm->device);
+  std::unique_ptr<mscclpp_nccl::Communicator> impl;
+  Status status = job(&impl);
+  std::unique_lock<std::shared_mutex> lock(comm->implMutex);
+  if (comm->state != CommState::kInitializing) return;  // aborted meanwhile: drop what was built
+  if (status == Status::kSuccess) {
+    comm->impl = std::move(impl);
+    comm->initResult = ncclSuccess;
+    comm->state = CommState::kReady;
+  } else {
+    comm->initError = mscclpp_nccl::lastError();
+    comm->initResult = toNccl(status);
+    comm->state = CommState::kFailed;
+  }
+}
+
+}  // namespace
+
+ncclResult_t startCommJob(ncclComm* comm, CommJob job) {
+  if (groupDepth() > 0) {
+    deferToGroupEnd(
+        [comm, job = std::move(job)]() {
+          if (comm->blocking) {
+            runJob(comm, job);
+            return comm->initResult.load();
+          }
+          comm->worker = std::thread([comm, job]() { runJob(comm, job); });
+          return ncclInProgress;
+        },
+        /*concurrent=*/true);
+    return ncclSuccess;
+  }
+  if (!comm->blocking) {
+    comm->worker = std::thread([comm, job = std::move(job)]() { runJob(comm, job); });
+    return ncclInProgress;
+  }
+  runJob(comm, job);
+  if (comm->initResult != ncclSuccess) mscclpp_nccl::setLastError(comm->initError.c_str());
+  return comm->initResult;
+}
+
+ncclResult_t readCommConfig(const ncclConfig_t* config, CommConfig* out) {
+  *out = CommConfig{};
+  if (config == nullptr) return ncclSuccess;
+  if (config->magic != NCCL_API_MAGIC)
+    return toNccl(fail(Status::kInvalidArgument,
+                       "ncclConfig_t has a bad magic (0x%x): initialize it with NCCL_CONFIG_INITIALIZER",
+                       config->magic));
+  if (config->size < offsetof(ncclConfig_t, blocking) + sizeof(int))
+    return toNccl(fail(Status::kInvalidArgument, "ncclConfig_t size %zu is too small", config->size));
+  // Fields past `size` belong to a newer header than the caller's and keep their defaults.
+  auto has = [&](size_t offset, size_t bytes) { return offset + bytes <= config->size; };
+  if (has(offsetof(ncclConfig_t, blocking), sizeof(int)) && config->blocking != NCCL_CONFIG_UNDEF_INT)
+    out->blocking = config->blocking != 0;
+  return ncclSuccess;
+}
+
+DeviceGuard::DeviceGuard(int device) : device_(device) {
+  if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+  if (previous_ != device_) cudaSetDevice(device_);
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0 && previous_ != device_) cudaSetDevice(previous_);
+}

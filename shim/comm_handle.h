@@ -1,0 +1,72 @@
+// What an ncclComm_t points at: the native communicator plus the C API's bookkeeping (init state,
+// blocking mode, PreMulSum ops). Handles are never freed: a destroyed one stays as a tombstone so
+// that a stale handle is reported as an error instead of touching freed memory.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "native/communicator.h"
+#include "shim/api.h"
+
+enum class CommState : int { kInitializing, kReady, kFailed, kAborted, kDestroyed };
+
+struct PreMulSumOp {
+  bool live = false;
+  ncclDataType_t type = ncclFloat32;
+  mscclpp_nccl::ReduceScaling scaling{};
+};
+
+struct ncclComm {
+  static constexpr uint64_t kMagic = 0x6d7363636c707063ull;  // "msccl++c"
+  uint64_t magic = kMagic;
+  std::atomic<CommState> state{CommState::kInitializing};
+  std::atomic<ncclResult_t> initResult{ncclInProgress};
+  std::string initError;  // ncclGetLastError text of a failed initialisation
+  bool blocking = true;
+  int device = 0;
+  int rank = 0;
+  int nranks = 0;
+  // Calls that use `impl` hold this shared; abort and destroy take it exclusively before freeing it,
+  // so that a watchdog thread's ncclCommAbort never frees what another thread is using.
+  std::shared_mutex implMutex;
+  std::unique_ptr<mscclpp_nccl::Communicator> impl;
+  std::thread worker;  // runs a non-blocking initialisation
+
+  std::mutex opsMutex;
+  std::vector<PreMulSumOp> preMulSumOps;  // op value = ncclNumOps + index
+};
+
+// Checks that `comm` is a live handle whose initialisation finished.
+ncclResult_t checkReadyComm(ncclComm_t comm, const char* function);
+// Checks that `comm` is a handle this library made and that it was not destroyed.
+ncclResult_t checkKnownComm(ncclComm_t comm, const char* function);
+
+// Creates the native communicator of `comm` by running `job` now, at ncclGroupEnd when a group is
+// open, or on a worker thread for a non-blocking communicator. Returns what the init call returns.
+using CommJob = std::function<mscclpp_nccl::Status(std::unique_ptr<mscclpp_nccl::Communicator>*)>;
+ncclResult_t startCommJob(ncclComm* comm, CommJob job);
+
+// Parsed ncclConfig_t, read by its `size` so that older and newer callers both work.
+struct CommConfig {
+  bool blocking = true;
+};
+ncclResult_t readCommConfig(const ncclConfig_t* config, CommConfig* out);
+
+// Makes `device` current for the lifetime of the guard.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+
+ private:
+  int previous_ = -1;
+  int device_;
+};

@@ -1,0 +1,30 @@
+#include "shim/enqueue.h"
+
+using mscclpp_nccl::fail;
+using mscclpp_nccl::Status;
+
+ncclResult_t checkStream(ncclComm* comm, cudaStream_t stream, const char* function) {
+  int device = -1;
+  cudaError_t err = cudaStreamGetDevice(stream, &device);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return toNccl(
+        fail(Status::kInvalidArgument, "%s: invalid stream: %s", function, cudaGetErrorString(err)));
+  }
+  // The legacy and per-thread default streams report the current device; the call runs on the comm's.
+  if (device != comm->device && stream != nullptr && stream != cudaStreamLegacy &&
+      stream != cudaStreamPerThread)
+    return toNccl(fail(Status::kInvalidArgument, "%s: stream belongs to device %d but the comm to device %d",
+                       function, device, comm->device));
+  return ncclSuccess;
+}
+
+ncclResult_t checkTypeAndCount(ncclDataType_t type, size_t count, const char* function) {
+  if (type < 0 || type >= ncclNumTypes)
+    return toNccl(
+        fail(Status::kInvalidArgument, "%s: unknown datatype %d", function, static_cast<int>(type)));
+  size_t size = mscclpp_nccl::dataTypeSize(static_cast<mscclpp_nccl::DataType>(type));
+  if (count > SIZE_MAX / size)
+    return toNccl(fail(Status::kInvalidArgument, "%s: count %zu overflows", function, count));
+  return ncclSuccess;
+}

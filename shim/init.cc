@@ -1,0 +1,135 @@
+// Version, unique ids and communicator creation.
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "native/bootstrap/bootstrap.h"
+#include "shim/comm_handle.h"
+
+using mscclpp_nccl::Communicator;
+using mscclpp_nccl::fail;
+using mscclpp_nccl::Status;
+using mscclpp_nccl::UniqueId;
+
+static_assert(sizeof(ncclUniqueId) == sizeof(UniqueId), "unique id sizes differ");
+
+namespace {
+
+UniqueId toNative(const ncclUniqueId& id) {
+  UniqueId native;
+  memcpy(native.bytes, id.internal, sizeof(native.bytes));
+  return native;
+}
+
+ncclResult_t currentDevice(int* device, const char* function) {
+  cudaError_t err = cudaGetDevice(device);
+  if (err != cudaSuccess)
+    return toNccl(
+        fail(Status::kCudaError, "%s: no usable CUDA device: %s", function, cudaGetErrorString(err)));
+  return ncclSuccess;
+}
+
+ncclResult_t initRank(ncclComm_t* out, int nranks, const UniqueId& id, int rank, const ncclConfig_t* config,
+                      const char* function) {
+  if (out == nullptr) return toNccl(fail(Status::kInvalidArgument, "%s: comm is NULL", function));
+  *out = nullptr;
+  if (nranks < 1)
+    return toNccl(fail(Status::kInvalidArgument, "%s: nranks %d is not positive", function, nranks));
+  if (rank < 0 || rank >= nranks)
+    return toNccl(fail(Status::kInvalidArgument, "%s: rank %d is not in [0, %d)", function, rank, nranks));
+  CommConfig parsed;
+  ncclResult_t result = readCommConfig(config, &parsed);
+  if (result != ncclSuccess) return result;
+  int device = 0;
+  result = currentDevice(&device, function);
+  if (result != ncclSuccess) return result;
+
+  ncclComm* comm = new ncclComm();
+  comm->blocking = parsed.blocking;
+  comm->device = device;
+  comm->rank = rank;
+  comm->nranks = nranks;
+  *out = comm;
+  return startCommJob(comm, [id, rank, nranks](std::unique_ptr<Communicator>* impl) {
+    return Communicator::create(id, rank, nranks, impl);
+  });
+}
+
+}  // namespace
+
+NCCL_API(ncclResult_t, ncclGetVersion, int* version) {
+  if (version == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclGetVersion: version is NULL"));
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
+  if (uniqueId == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclGetUniqueId: uniqueId is NULL"));
+  UniqueId id;
+  Status status = mscclpp_nccl::bootstrapCreateUniqueId(&id);
+  if (status != Status::kSuccess) return toNccl(status);
+  memcpy(uniqueId->internal, id.bytes, sizeof(id.bytes));
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return initRank(comm, nranks, toNative(commId), rank, nullptr, "ncclCommInitRank");
+}
+
+NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+         ncclConfig_t* config) {
+  return initRank(comm, nranks, toNative(commId), rank, config, "ncclCommInitRankConfig");
+}
+
+// Several ids spread the rendezvous over several roots in stock NCCL; one root serves any number of
+// ranks here, so every rank meets at the first id (all ranks are given the same array).
+NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank, int nId,
+         ncclUniqueId* commIds, ncclConfig_t* config) {
+  if (commIds == nullptr || nId < 1)
+    return toNccl(fail(Status::kInvalidArgument, "ncclCommInitRankScalable: needs at least one unique id"));
+  return initRank(newcomm, nranks, toNative(commIds[0]), myrank, config, "ncclCommInitRankScalable");
+}
+
+NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* devlist) {
+  if (comms == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommInitAll: comms is NULL"));
+  if (ndev < 1)
+    return toNccl(fail(Status::kInvalidArgument, "ncclCommInitAll: ndev %d is not positive", ndev));
+  int deviceCount = 0;
+  cudaError_t err = cudaGetDeviceCount(&deviceCount);
+  if (err != cudaSuccess)
+    return toNccl(
+        fail(Status::kCudaError, "ncclCommInitAll: no usable CUDA device: %s", cudaGetErrorString(err)));
+  for (int i = 0; i < ndev; ++i) {
+    int device = devlist ? devlist[i] : i;
+    if (device < 0 || device >= deviceCount)
+      return toNccl(fail(Status::kInvalidArgument, "ncclCommInitAll: device %d does not exist", device));
+  }
+  ncclUniqueId id;
+  ncclResult_t result = ncclGetUniqueId(&id);
+  if (result != ncclSuccess) return result;
+  // Every rank blocks in the rendezvous until all have arrived, so they start together.
+  std::vector<ncclResult_t> results(ndev, ncclSuccess);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < ndev; ++i) {
+    threads.emplace_back([&, i] {
+      DeviceGuard guard(devlist ? devlist[i] : i);
+      results[i] = initRank(&comms[i], ndev, toNative(id), i, nullptr, "ncclCommInitAll");
+      if (results[i] != ncclSuccess)
+        mscclpp_nccl::logWarn("ncclCommInitAll: rank %d: %s", i, mscclpp_nccl::lastError());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < ndev; ++i) {
+    if (results[i] != ncclSuccess) {
+      for (int j = 0; j < ndev; ++j) {
+        if (comms[j] != nullptr) ncclCommDestroy(comms[j]);
+        comms[j] = nullptr;
+      }
+      return toNccl(
+          fail(static_cast<Status>(results[i]), "ncclCommInitAll: rank %d failed to initialize", i));
+    }
+  }
+  return ncclSuccess;
+}

@@ -1,0 +1,134 @@
+// Memory allocation, buffer registration and windows.
+//
+// Every collective copies through pre-registered scratch buffers, so registering a buffer is a hint
+// that changes no result: the handles are kept so that callers can deregister them, and validated.
+#include <cuda_runtime.h>
+
+#include "shim/comm_handle.h"
+
+using mscclpp_nccl::fail;
+using mscclpp_nccl::Status;
+
+struct ncclWindow_vidmem {
+  static constexpr uint64_t kMagic = 0x77696e646f77ull;  // "window"
+  uint64_t magic = kMagic;
+  ncclComm* comm;
+  void* userPtr;
+  size_t size;
+  int flags;
+};
+
+namespace {
+
+struct Registration {
+  static constexpr uint64_t kMagic = 0x7265676973746572ull;  // "register"
+  uint64_t magic = kMagic;
+  ncclComm* comm;
+  void* buffer;
+  size_t size;
+};
+
+}  // namespace
+
+NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
+  if (ptr == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclMemAlloc: ptr is NULL"));
+  *ptr = nullptr;
+  if (size == 0) return ncclSuccess;
+  cudaError_t err = cudaMalloc(ptr, size);
+  if (err != cudaSuccess)
+    return toNccl(
+        fail(Status::kCudaError, "ncclMemAlloc: cudaMalloc(%zu) failed: %s", size, cudaGetErrorString(err)));
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
+  if (ptr == nullptr) return ncclSuccess;
+  cudaError_t err = cudaFree(ptr);
+  if (err != cudaSuccess)
+    return toNccl(fail(Status::kCudaError, "ncclMemFree: cudaFree failed: %s", cudaGetErrorString(err)));
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  ncclResult_t result = checkReadyComm(comm, "ncclCommRegister");
+  if (result != ncclSuccess) return result;
+  if (buff == nullptr || handle == nullptr)
+    return toNccl(fail(Status::kInvalidArgument, "ncclCommRegister: buff or handle is NULL"));
+  *handle = new Registration{Registration::kMagic, comm, buff, size};
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
+  ncclResult_t result = checkKnownComm(comm, "ncclCommDeregister");
+  if (result != ncclSuccess) return result;
+  auto* registration = static_cast<Registration*>(handle);
+  if (registration == nullptr || registration->magic != Registration::kMagic || registration->comm != comm)
+    return toNccl(fail(Status::kInvalidArgument, "ncclCommDeregister: not a registration of this comm"));
+  registration->magic = 0;
+  delete registration;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+         int winFlags) {
+  ncclResult_t result = checkReadyComm(comm, "ncclCommWindowRegister");
+  if (result != ncclSuccess) return result;
+  if (buff == nullptr || win == nullptr)
+    return toNccl(fail(Status::kInvalidArgument, "ncclCommWindowRegister: buff or win is NULL"));
+  *win = new ncclWindow_vidmem{ncclWindow_vidmem::kMagic, comm, buff, size, winFlags};
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
+  ncclResult_t result = checkKnownComm(comm, "ncclCommWindowDeregister");
+  if (result != ncclSuccess) return result;
+  if (win == nullptr || win->magic != ncclWindow_vidmem::kMagic || win->comm != comm)
+    return toNccl(fail(Status::kInvalidArgument, "ncclCommWindowDeregister: not a window of this comm"));
+  win->magic = 0;
+  delete win;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
+  ncclResult_t result = checkKnownComm(comm, "ncclWinGetUserPtr");
+  if (result != ncclSuccess) return result;
+  if (win == nullptr || win->magic != ncclWindow_vidmem::kMagic || outUserPtr == nullptr)
+    return toNccl(fail(Status::kInvalidArgument, "ncclWinGetUserPtr: bad window or NULL output"));
+  *outUserPtr = win->userPtr;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int) {
+  ncclResult_t result = checkReadyComm(comm, "ncclCommSuspend");
+  if (result != ncclSuccess) return result;
+  return toNccl(fail(Status::kInvalidUsage,
+                     "ncclCommSuspend: not supported by mscclpp-nccl (its scratch buffers stay resident)"));
+}
+
+NCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm) {
+  ncclResult_t result = checkReadyComm(comm, "ncclCommResume");
+  if (result != ncclSuccess) return result;
+  return toNccl(
+      fail(Status::kInvalidUsage, "ncclCommResume: not supported by mscclpp-nccl (nothing is suspended)"));
+}
+
+NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
+  ncclResult_t result = checkReadyComm(comm, "ncclCommMemStats");
+  if (result != ncclSuccess) return result;
+  if (value == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommMemStats: value is NULL"));
+  std::shared_lock<std::shared_mutex> lock(comm->implMutex);
+  uint64_t resident = comm->impl ? comm->impl->deviceBytes() : 0;
+  switch (stat) {
+    case ncclStatGpuMemSuspend:
+    case ncclStatGpuMemSuspended:
+      *value = 0;
+      return ncclSuccess;
+    case ncclStatGpuMemPersist:
+    case ncclStatGpuMemTotal:
+      *value = resident;
+      return ncclSuccess;
+    default:
+      return toNccl(
+          fail(Status::kInvalidArgument, "ncclCommMemStats: unknown stat %d", static_cast<int>(stat)));
+  }
+}

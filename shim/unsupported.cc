@@ -1,0 +1,249 @@
+// Exported entry points that mscclpp-nccl does not implement (yet). They exist so that the library
+// exports exactly what stock libnccl.so.2 exports: a program or a wrapper (profilers, PyTorch's
+// dlsym-based probes) that resolves one of them gets a clean ncclInvalidUsage with ncclGetLastError
+// naming the function, rather than a failed symbol lookup at load time.
+
+// Makes shim/nccl.h declare ncclResetDebugInit (instead of defining it away as an empty macro).
+#define NCCL_OS_LINUX 1
+
+#include <cstdint>
+
+#include "shim/api.h"
+
+namespace {
+
+// Minimal stand-ins for the device-API types (stock nccl_device/*.h) that the host functions below
+// take or return. Only what crosses the C calling convention matters: structs passed or returned by
+// value keep stock's layout, everything behind a pointer stays opaque.
+struct Team {  // ncclTeam_t
+  int nRanks, rank, stride;
+};
+struct MultimemHandle {  // ncclMultimemHandle_t
+  void* mcBasePtr;
+};
+enum CftTeamMode : int {};       // ncclCftTeamMode_t
+typedef uint32_t CftLeId;        // ncclCftLeId
+struct CommProperties;           // ncclCommProperties_t
+struct DevCommRequirements;      // ncclDevCommRequirements_t
+struct DevComm;                  // ncclDevComm_t
+struct DevResourceRequirements;  // ncclDevResourceRequirements_t
+struct LsaBarrierHandle;         // ncclLsaBarrierHandle_t
+struct GinBarrierHandle;         // ncclGinBarrierHandle_t
+struct LLA2AHandle;              // ncclLLA2AHandle_t
+struct GinOutboxHandle;          // ncclGinOutboxHandle
+struct GinInboxA2AHandle;        // ncclGinInboxA2AHandle
+
+Team noTeam(const char* function) {
+  notImplemented(function);
+  return Team{0, 0, 0};
+}
+
+int noRank(const char* function) {
+  notImplemented(function);
+  return -1;
+}
+
+}  // namespace
+
+// ---- nccl.h: communicator growth and revocation -------------------------------------------------
+
+NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+         ncclComm_t* newcomm, ncclConfig_t* config) {
+  return notImplemented("ncclCommGrow");
+}
+
+NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
+  return notImplemented("ncclCommRevoke");
+}
+
+NCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId* uniqueId) {
+  return notImplemented("ncclCommGetUniqueId");
+}
+
+// ---- nccl.h: one-sided signals ------------------------------------------------------------------
+
+NCCL_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
+         ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+         cudaStream_t stream) {
+  return notImplemented("ncclPutSignal");
+}
+
+NCCL_API(ncclResult_t, ncclSignal, int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+         cudaStream_t stream) {
+  return notImplemented("ncclSignal");
+}
+
+NCCL_API(ncclResult_t, ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
+         cudaStream_t stream) {
+  return notImplemented("ncclWaitSignal");
+}
+
+// ---- nccl.h: socket encryption ------------------------------------------------------------------
+
+NCCL_API(ncclResult_t, ncclSetEncryption, const ncclEncryptionConfig_t* config) {
+  return notImplemented("ncclSetEncryption");
+}
+
+// ---- nccl.h: runtime parameters -----------------------------------------------------------------
+
+NCCL_API(ncclResult_t, ncclParamBind, ncclParamHandle_t* out, const char* key) {
+  return notImplemented("ncclParamBind");
+}
+
+NCCL_API(ncclResult_t, ncclParamGetI8, ncclParamHandle_t h, int8_t* out) {
+  return notImplemented("ncclParamGetI8");
+}
+
+NCCL_API(ncclResult_t, ncclParamGetI16, ncclParamHandle_t h, int16_t* out) {
+  return notImplemented("ncclParamGetI16");
+}
+
+NCCL_API(ncclResult_t, ncclParamGetI32, ncclParamHandle_t h, int32_t* out) {
+  return notImplemented("ncclParamGetI32");
+}
+
+NCCL_API(ncclResult_t, ncclParamGetI64, ncclParamHandle_t h, int64_t* out) {
+  return notImplemented("ncclParamGetI64");
+}
+
+NCCL_API(ncclResult_t, ncclParamGetU8, ncclParamHandle_t h, uint8_t* out) {
+  return notImplemented("ncclParamGetU8");
+}
+
+NCCL_API(ncclResult_t, ncclParamGetU16, ncclParamHandle_t h, uint16_t* out) {
+  return notImplemented("ncclParamGetU16");
+}
+
+NCCL_API(ncclResult_t, ncclParamGetU32, ncclParamHandle_t h, uint32_t* out) {
+  return notImplemented("ncclParamGetU32");
+}
+
+NCCL_API(ncclResult_t, ncclParamGetU64, ncclParamHandle_t h, uint64_t* out) {
+  return notImplemented("ncclParamGetU64");
+}
+
+NCCL_API(ncclResult_t, ncclParamGetStr, ncclParamHandle_t h, const char** out) {
+  return notImplemented("ncclParamGetStr");
+}
+
+NCCL_API(ncclResult_t, ncclParamGet, ncclParamHandle_t h, void* out, int maxLen, int* len) {
+  return notImplemented("ncclParamGet");
+}
+
+NCCL_API(ncclResult_t, ncclParamGetParameter, const char* key, const char** value, int* valueLen) {
+  return notImplemented("ncclParamGetParameter");
+}
+
+NCCL_API(ncclResult_t, ncclParamGetAllParameterKeys, const char*** table, int* tableLen) {
+  return notImplemented("ncclParamGetAllParameterKeys");
+}
+
+// There is no parameter registry to dump.
+NCCL_API(void, ncclParamDumpAll, void) {}
+
+// ---- Debug re-initialisation --------------------------------------------------------------------
+
+// Logging reads NCCL_DEBUG when first used; there is nothing to reset.
+NCCL_API(void, ncclResetDebugInit, void) {}
+
+// Stock exports this one strong and without a p-twin.
+extern "C" __attribute__((visibility("default"))) void ncclResetDebugInitInternal(void) {}
+
+// ---- nccl_device/host.h: device communicators ---------------------------------------------------
+
+NCCL_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, CommProperties* props) {
+  return notImplemented("ncclCommQueryProperties");
+}
+
+NCCL_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, const DevCommRequirements* reqs,
+         DevComm* outDevComm) {
+  return notImplemented("ncclDevCommCreate");
+}
+
+NCCL_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, const DevComm* devComm) {
+  return notImplemented("ncclDevCommDestroy");
+}
+
+// ---- nccl_device/host.h: window pointers --------------------------------------------------------
+
+NCCL_API(ncclResult_t, ncclGetLsaMultimemDevicePointer, ncclWindow_t window, size_t offset, void** outPtr) {
+  return notImplemented("ncclGetLsaMultimemDevicePointer");
+}
+
+NCCL_API(ncclResult_t, ncclGetMultimemDevicePointer, ncclWindow_t window, size_t offset,
+         MultimemHandle multimem, void** outPtr) {
+  return notImplemented("ncclGetMultimemDevicePointer");
+}
+
+NCCL_API(ncclResult_t, ncclGetLsaDevicePointer, ncclWindow_t window, size_t offset, int lsaRank,
+         void** outPtr) {
+  return notImplemented("ncclGetLsaDevicePointer");
+}
+
+NCCL_API(ncclResult_t, ncclGetPeerDevicePointer, ncclWindow_t window, size_t offset, int peer,
+         void** outPtr) {
+  return notImplemented("ncclGetPeerDevicePointer");
+}
+
+NCCL_API(ncclResult_t, ncclGetMultimemDeviceLeInfo, ncclWindow_t window, size_t offset, CftLeId* leId,
+         size_t* leOffset) {
+  return notImplemented("ncclGetMultimemDeviceLeInfo");
+}
+
+NCCL_API(ncclResult_t, ncclGetCftDeviceLeInfo, ncclWindow_t window, size_t offset, int peerCft, Team cftTeam,
+         CftLeId* leId, size_t* leOffset) {
+  return notImplemented("ncclGetCftDeviceLeInfo");
+}
+
+NCCL_API(ncclResult_t, ncclGetPeerDeviceLeInfo, ncclWindow_t window, size_t offset, int peerWorld,
+         CftLeId* leId, size_t* leOffset) {
+  return notImplemented("ncclGetPeerDeviceLeInfo");
+}
+
+// ---- nccl_device/host.h: teams ------------------------------------------------------------------
+
+NCCL_API(Team, ncclTeamWorld, ncclComm_t comm) { return noTeam("ncclTeamWorld"); }
+
+NCCL_API(Team, ncclTeamLsa, ncclComm_t comm) { return noTeam("ncclTeamLsa"); }
+
+NCCL_API(Team, ncclTeamCft, ncclComm_t comm, CftTeamMode mode) { return noTeam("ncclTeamCft"); }
+
+NCCL_API(Team, ncclTeamCftMultimem, ncclComm_t comm) { return noTeam("ncclTeamCftMultimem"); }
+
+NCCL_API(Team, ncclTeamRail, ncclComm_t comm) { return noTeam("ncclTeamRail"); }
+
+NCCL_API(int, ncclTeamRankToWorld, ncclComm_t comm, Team team, int rank) {
+  return noRank("ncclTeamRankToWorld");
+}
+
+NCCL_API(int, ncclTeamRankToLsa, ncclComm_t comm, Team team, int rank) { return noRank("ncclTeamRankToLsa"); }
+
+// ---- nccl_device/host.h: device resource requirements -------------------------------------------
+// Stock declares the GIN outbox/inbox pair only for Windows builds but exports it everywhere.
+
+NCCL_API(ncclResult_t, ncclLsaBarrierCreateRequirement, Team team, int nBarriers, LsaBarrierHandle* outHandle,
+         DevResourceRequirements* outReq) {
+  return notImplemented("ncclLsaBarrierCreateRequirement");
+}
+
+NCCL_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t comm, Team team, int nBarriers,
+         GinBarrierHandle* outHandle, DevResourceRequirements* outReq) {
+  return notImplemented("ncclGinBarrierCreateRequirement");
+}
+
+NCCL_API(int, ncclLLA2ACalcSlots, int maxElts, int maxEltSize) { return noRank("ncclLLA2ACalcSlots"); }
+
+NCCL_API(ncclResult_t, ncclLLA2ACreateRequirement, int nBlocks, int nSlots, LLA2AHandle* outHandle,
+         DevResourceRequirements* outReq) {
+  return notImplemented("ncclLLA2ACreateRequirement");
+}
+
+NCCL_API(ncclResult_t, ncclGinOutboxCreateRequirement, int nBlocks, int size_log2, GinOutboxHandle* outHandle,
+         DevResourceRequirements* outReq) {
+  return notImplemented("ncclGinOutboxCreateRequirement");
+}
+
+NCCL_API(ncclResult_t, ncclGinInboxA2ACreateRequirement, Team peers, int nBlocks, int size_log2,
+         GinInboxA2AHandle* outHandle, DevResourceRequirements* outReq) {
+  return notImplemented("ncclGinInboxA2ACreateRequirement");
+}

@@ -1,0 +1,172 @@
+"""The launcher with CPU-only child commands (no GPU needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mscclpp_nccl.run import assign_gpus, visible_gpus
+
+KEYS = [
+    "MSCCLPP_NCCL_RANK",
+    "MSCCLPP_NCCL_WORLD_SIZE",
+    "MSCCLPP_NCCL_LOCAL_RANK",
+    "MSCCLPP_NCCL_UNIQUE_ID",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "CUDA_VISIBLE_DEVICES",
+    "NCCL_NVLS_ENABLE",
+]
+PRINT_ENV = f"import json, os; print(json.dumps({{k: os.environ.get(k) for k in {KEYS!r}}}))"
+
+
+def launch(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "mscclpp_nccl.run", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        check=False,
+    )
+
+
+def rank_envs(stdout: str) -> dict[int, dict[str, str | None]]:
+    out = {}
+    for line in stdout.splitlines():
+        tag, _, rest = line.partition("] ")
+        out[int(tag.lstrip("["))] = json.loads(rest)
+    return out
+
+
+def test_env_per_rank_blocked_on_fake_gpus() -> None:
+    r = launch("-n", "4", "--gpus", "0,1", "--", sys.executable, "-c", PRINT_ENV)
+    assert r.returncode == 0, r.stderr
+    envs = rank_envs(r.stdout)
+    assert sorted(envs) == [0, 1, 2, 3]
+    assert [envs[i]["CUDA_VISIBLE_DEVICES"] for i in range(4)] == ["0", "0", "1", "1"]
+    for i, e in envs.items():
+        assert (
+            e["MSCCLPP_NCCL_RANK"] == e["RANK"] == e["LOCAL_RANK"] == e["MSCCLPP_NCCL_LOCAL_RANK"] == str(i)
+        )
+        assert e["MSCCLPP_NCCL_WORLD_SIZE"] == e["WORLD_SIZE"] == "4"
+        assert e["MASTER_ADDR"] == "127.0.0.1"
+        assert e["NCCL_NVLS_ENABLE"] == "0"
+    assert len({e["MASTER_PORT"] for e in envs.values()}) == 1
+    uids = {e["MSCCLPP_NCCL_UNIQUE_ID"] for e in envs.values()}
+    assert len(uids) == 1  # the same id for every rank (absent only when the library is not built)
+    uid = uids.pop()
+    if uid is not None:
+        assert len(bytes.fromhex(uid)) == 128
+
+
+def test_round_robin_and_inherited_visible_devices() -> None:
+    r = launch(
+        "-n", "3", "--assign", "round-robin", "--", sys.executable, "-c", PRINT_ENV,
+        env={"CUDA_VISIBLE_DEVICES": "3,5", "NCCL_NVLS_ENABLE": "1"},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    envs = rank_envs(r.stdout)
+    assert [envs[i]["CUDA_VISIBLE_DEVICES"] for i in range(3)] == ["3", "5", "3"]
+    assert all(e["NCCL_NVLS_ENABLE"] == "1" for e in envs.values())  # a caller's setting is kept
+
+
+def test_assign_gpus() -> None:
+    assert assign_gpus(4, ["0", "1"]) == ["0", "0", "1", "1"]
+    assert assign_gpus(3, ["0", "1"]) == ["0", "0", "1"]
+    assert assign_gpus(8, ["0"]) == ["0"] * 8
+    assert assign_gpus(2, ["0", "1", "2", "3"]) == ["0", "1"]
+    assert assign_gpus(5, ["a", "b"], "round-robin") == ["a", "b", "a", "b", "a"]
+    assert assign_gpus(2, []) == [None, None]
+
+
+def test_visible_gpus_honours_cuda_visible_devices() -> None:
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}) == ["2", "3"]
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == []
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "1,-1,2"}) == ["1"]
+
+
+def test_no_prefix() -> None:
+    r = launch("-n", "2", "--no-prefix", "--", sys.executable, "-c", "print('hello')")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["hello", "hello"]
+
+
+def test_prefixed_stdout_and_stderr() -> None:
+    code = "import sys; print('out'); print('err', file=sys.stderr)"
+    r = launch("-n", "2", "--", sys.executable, "-c", code)
+    assert sorted(r.stdout.splitlines()) == ["[0] out", "[1] out"]
+    assert "[0] err" in r.stderr.splitlines() and "[1] err" in r.stderr.splitlines()
+
+
+def test_exit_code_of_failing_rank() -> None:
+    code = "import os, sys; sys.exit(3 if os.environ['RANK'] == '2' else 0)"
+    r = launch("-n", "4", "--", sys.executable, "-c", code)
+    assert r.returncode == 3
+    assert "rank 2 exited with code 3" in r.stderr
+
+
+def test_failure_kills_the_others(tmp_path: Path) -> None:
+    code = (
+        "import os, sys, time\n"
+        "rank = os.environ['RANK']\n"
+        f"open(os.path.join({str(tmp_path)!r}, rank), 'w').write(str(os.getpid()))\n"
+        "if rank == '1':\n"
+        "    time.sleep(0.5)\n"
+        "    sys.exit(5)\n"
+        "time.sleep(120)\n"
+    )
+    start = time.monotonic()
+    r = launch("-n", "3", "--grace", "0.5", "--", sys.executable, "-c", code)
+    assert r.returncode == 5
+    assert time.monotonic() - start < 30
+    for rank in ("0", "2"):
+        pid = int((tmp_path / rank).read_text())
+        assert not _alive(pid), f"rank {rank} (pid {pid}) still runs"
+
+
+def test_timeout_kills_every_rank() -> None:
+    start = time.monotonic()
+    r = launch("-n", "2", "--timeout", "1", "--", sys.executable, "-c", "import time; time.sleep(120)")
+    assert r.returncode == 124
+    assert "timeout" in r.stderr
+    assert time.monotonic() - start < 30
+
+
+def test_needs_a_command() -> None:
+    r = launch("-n", "2")
+    assert r.returncode != 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie counts as gone: it has exited and only waits to be reaped.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("n", [1, 8])
+def test_many_and_single_ranks(n: int) -> None:
+    r = launch("-n", str(n), "--gpus", "0", "--", sys.executable, "-c", PRINT_ENV)
+    assert r.returncode == 0, r.stderr
+    envs = rank_envs(r.stdout)
+    assert sorted(envs) == list(range(n))
+    assert all(e["CUDA_VISIBLE_DEVICES"] == "0" for e in envs.values())
