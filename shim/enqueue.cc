@@ -4,18 +4,23 @@ using mscclpp_nccl::fail;
 using mscclpp_nccl::Status;
 
 ncclResult_t checkStream(ncclComm* comm, cudaStream_t stream, const char* function) {
-  int device = -1;
-  cudaError_t err = cudaStreamGetDevice(stream, &device);
+  // Querying a capturing stream's device would invalidate the capture, and a capture already pins
+  // the stream to the device its work runs on: check streams outside capture only.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  cudaError_t err = cudaStreamIsCapturing(stream, &capture);
+  if (err == cudaSuccess && capture == cudaStreamCaptureStatusNone) {
+    int device = -1;
+    err = cudaStreamGetDevice(stream, &device);
+    // The legacy and per-thread default streams report the current device; the call runs on the comm's.
+    bool defaultStream = stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+    if (err == cudaSuccess && device != comm->device && !defaultStream)
+      return toNccl(fail(Status::kInvalidArgument, "%s: stream belongs to device %d but the comm to device %d",
+                         function, device, comm->device));
+  }
   if (err != cudaSuccess) {
     cudaGetLastError();
-    return toNccl(
-        fail(Status::kInvalidArgument, "%s: invalid stream: %s", function, cudaGetErrorString(err)));
+    return toNccl(fail(Status::kInvalidArgument, "%s: invalid stream: %s", function, cudaGetErrorString(err)));
   }
-  // The legacy and per-thread default streams report the current device; the call runs on the comm's.
-  if (device != comm->device && stream != nullptr && stream != cudaStreamLegacy &&
-      stream != cudaStreamPerThread)
-    return toNccl(fail(Status::kInvalidArgument, "%s: stream belongs to device %d but the comm to device %d",
-                       function, device, comm->device));
   return ncclSuccess;
 }
 

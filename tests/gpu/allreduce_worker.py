@@ -30,7 +30,9 @@ class Rank:
         self.rank, self.size, uid = world_from_env()
         self.comm = Communicator(self.size, self.rank, uid, device=0)
         self.nccl = Nccl.load()
+        # Every copy, fill and collective of this rank runs on this one stream, in order.
         self.stream = cp.cuda.Stream(non_blocking=True)
+        self.stream.use()
 
     def op_for(self, op: str, dtype: str, comm: Communicator | None = None) -> tuple[int, object]:
         """The ncclRedOp_t for `op` (creating a PreMulSum op) and what keeps its scalar alive."""
@@ -180,6 +182,7 @@ def scenario_two_comms(r: Rank) -> None:
     for count in (513, 200001):
         a = cp.asarray(pattern(count, r.rank).astype(np.float32))
         b = cp.asarray((pattern(count, r.rank) * 2).astype(np.float32))
+        r.stream.synchronize()  # b is used on the other stream
         for _ in range(20):
             r.all_reduce_raw(a, a, count, "float32", 3)  # min is idempotent across repeats
             r.all_reduce_raw(b, b, count, "float32", 2, comm=twin, stream=other)

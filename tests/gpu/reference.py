@@ -47,9 +47,11 @@ def is_float(name: str) -> bool:
 
 
 def epsilon(name: str) -> float:
-    return {"float16": 2**-10, "bfloat16": 2**-7, "float8_e4m3": 2**-3, "float8_e5m2": 2**-2}.get(
-        name, float(np.finfo(np.dtype(name)).eps) if is_float(name) else 0.0
-    )
+    """Unit roundoff of a float type (the spacing of values just above 1)."""
+    low_precision = {"float16": 2**-10, "bfloat16": 2**-7, "float8_e4m3": 2**-3, "float8_e5m2": 2**-2}
+    if name in low_precision:
+        return low_precision[name]
+    return float(np.finfo(np.dtype(name)).eps)
 
 
 def make_input(name: str, op: str, count: int, rank: int, seed: int) -> np.ndarray:
