@@ -14,12 +14,14 @@ ncclResult_t checkStream(ncclComm* comm, cudaStream_t stream, const char* functi
     // The legacy and per-thread default streams report the current device; the call runs on the comm's.
     bool defaultStream = stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
     if (err == cudaSuccess && device != comm->device && !defaultStream)
-      return toNccl(fail(Status::kInvalidArgument, "%s: stream belongs to device %d but the comm to device %d",
-                         function, device, comm->device));
+      return toNccl(fail(Status::kInvalidArgument,
+                         "%s: stream belongs to device %d but the comm to device %d", function, device,
+                         comm->device));
   }
   if (err != cudaSuccess) {
     cudaGetLastError();
-    return toNccl(fail(Status::kInvalidArgument, "%s: invalid stream: %s", function, cudaGetErrorString(err)));
+    return toNccl(
+        fail(Status::kInvalidArgument, "%s: invalid stream: %s", function, cudaGetErrorString(err)));
   }
   return ncclSuccess;
 }
