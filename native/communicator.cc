@@ -51,8 +51,13 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
   hostFlags_[1] = kKernelOk;
   int* deviceFlags = nullptr;
   MSCCLPP_CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&deviceFlags), hostFlags_, 0));
-  MSCCLPP_CUDA_TRY(cudaMalloc(&deviceCounters_, 2 * sizeof(uint64_t)));
-  MSCCLPP_CUDA_TRY(cudaMemset(deviceCounters_, 0, 2 * sizeof(uint64_t)));
+  // Point-to-point channels: their own slots (whose layout needs fewer block regions) and acks.
+  const size_t p2pDataBytes = packetScratchBytes(nranks_, slotPackets);
+  MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_, p2pDataBytes + p2pAckBytes(nranks_), &p2pScratch_));
+
+  const size_t counters = 2 + 2ull * nranks_ * kMaxPacketBlocks;
+  MSCCLPP_CUDA_TRY(cudaMalloc(&deviceCounters_, counters * sizeof(uint64_t)));
+  MSCCLPP_CUDA_TRY(cudaMemset(deviceCounters_, 0, counters * sizeof(uint64_t)));
 
   packetComm_.rank = rank_;
   packetComm_.nranks = nranks_;
@@ -65,6 +70,20 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
   packetComm_.wait.errorFlag = deviceFlags + 1;
   packetComm_.wait.timeoutNs = static_cast<uint64_t>(envDouble("MSCCLPP_NCCL_WAIT_TIMEOUT", 600.0) * 1e9);
   packetComm_.wait.rank = rank_;
+
+  p2pComm_.packets = packetComm_;
+  p2pComm_.packets.localScratch = p2pScratch_->local();
+  p2pComm_.packets.peerScratch = p2pScratch_->devicePeerTable();
+  p2pComm_.localAcks = static_cast<char*>(p2pScratch_->local()) + p2pDataBytes;
+  peerAckPointers_.resize(nranks_);
+  for (int r = 0; r < nranks_; ++r)
+    peerAckPointers_[r] = static_cast<char*>(p2pScratch_->peer(r)) + p2pDataBytes;
+  MSCCLPP_CUDA_TRY(cudaMalloc(&deviceAckTable_, sizeof(void*) * nranks_));
+  MSCCLPP_CUDA_TRY(
+      cudaMemcpy(deviceAckTable_, peerAckPointers_.data(), sizeof(void*) * nranks_, cudaMemcpyHostToDevice));
+  p2pComm_.peerAcks = deviceAckTable_;
+  p2pComm_.sendSteps = deviceCounters_ + 2;
+  p2pComm_.recvSteps = deviceCounters_ + 2 + static_cast<size_t>(nranks_) * kMaxPacketBlocks;
 
   // Every rank's kernels must fit on its GPU at once, or ranks that wait on each other deadlock.
   int smCount = topology_.ranks[rank_].smCount;
@@ -82,6 +101,8 @@ Communicator::~Communicator() {
   cudaGetDevice(&previous);
   cudaSetDevice(device_);
   scratch_.reset();
+  p2pScratch_.reset();
+  if (deviceAckTable_) cudaFree(deviceAckTable_);
   if (deviceCounters_) cudaFree(deviceCounters_);
   if (hostFlags_) cudaFreeHost(hostFlags_);
   cudaGetLastError();
@@ -98,6 +119,18 @@ Status Communicator::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
     return Status::kSuccess;
   }
   return runAllReduce(packetComm_, selector_, args, stream);
+}
+
+Status Communicator::exchange(const ExchangeArgs& args, cudaStream_t stream) {
+  if (args.rangeBytes == 0) return Status::kSuccess;
+  return runExchange(packetComm_, selector_, args, stream);
+}
+
+Status Communicator::sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream) {
+  for (const P2pOp& op : ops)
+    if (op.peer < 0 || op.peer >= nranks_)
+      return fail(Status::kInvalidArgument, "peer %d is not a rank of this communicator", op.peer);
+  return launchP2p(p2pComm_, ops, selector_.maxBlocks, stream);
 }
 
 Status Communicator::asyncError() const {

@@ -9,6 +9,8 @@
 
 #include "native/algorithms/algorithm_selector.h"
 #include "native/algorithms/allreduce.h"
+#include "native/algorithms/exchange.h"
+#include "native/algorithms/p2p.h"
 #include "native/bootstrap/bootstrap.h"
 #include "native/common/status.h"
 #include "native/transport/peer_buffer.h"
@@ -32,10 +34,16 @@ class Communicator {
   int cudaDevice() const { return device_; }
   int ranksOnMyGpu() const { return topology_.ranksOnMyGpu; }
   // Device memory this communicator holds (ncclCommMemStats).
-  size_t deviceBytes() const { return scratch_ ? scratch_->bytes() : 0; }
+  size_t deviceBytes() const {
+    return (scratch_ ? scratch_->bytes() : 0) + (p2pScratch_ ? p2pScratch_->bytes() : 0);
+  }
 
-  // Enqueues on `stream`; never synchronizes the host.
+  // Collectives and point-to-point transfers. Each enqueues on `stream` and never synchronizes the
+  // host; empty calls enqueue nothing (every rank of a collective sees the same count).
   Status allReduce(const AllReduceArgs& args, cudaStream_t stream);
+  Status exchange(const ExchangeArgs& args, cudaStream_t stream);
+  // One group's sends and receives; at most one per peer and direction (see splitP2pPasses).
+  Status sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream);
 
   // The first failure any kernel of this communicator reported (timeout, abort), else kSuccess.
   Status asyncError() const;
@@ -60,9 +68,13 @@ class Communicator {
   std::unique_ptr<Bootstrap> bootstrap_;
   Topology topology_;
   std::unique_ptr<PeerBuffer> scratch_;
-  int* hostFlags_ = nullptr;            // [0] abort, [1] kernel error; host-mapped
-  uint64_t* deviceCounters_ = nullptr;  // step counter and blocks-done counter
+  std::unique_ptr<PeerBuffer> p2pScratch_;  // p2p data slots, then the ack packets
+  int* hostFlags_ = nullptr;                // [0] abort, [1] kernel error; host-mapped
+  uint64_t* deviceCounters_ = nullptr;      // collective steps, blocks done, p2p steps per peer and lane
   PacketComm packetComm_{};
+  P2pComm p2pComm_{};
+  std::vector<void*> peerAckPointers_;
+  void** deviceAckTable_ = nullptr;
   SelectorContext selector_{};
 };
 

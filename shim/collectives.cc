@@ -1,5 +1,6 @@
 // The collective entry points: argument checks and translation to the native communicator.
 #include "native/algorithms/allreduce.h"
+#include "native/collective_plans.h"
 #include "shim/enqueue.h"
 #include "shim/reduce_ops.h"
 
@@ -24,6 +25,42 @@ ncclResult_t checkBuffers(const void* send, const void* recv, size_t count, cons
   return ncclSuccess;
 }
 
+ncclResult_t checkRoot(ncclComm* comm, int root, const char* function) {
+  if (root < 0 || root >= comm->nranks)
+    return toNccl(
+        fail(Status::kInvalidArgument, "%s: root %d is not in [0, %d)", function, root, comm->nranks));
+  return ncclSuccess;
+}
+
+// Checks shared by every collective; `send`/`recv` are NULL-checked only where this rank uses them.
+ncclResult_t checkCollective(ncclComm* comm, ncclDataType_t type, size_t count, const void* send,
+                             const void* recv, const char* function) {
+  RETURN_IF_FAILED(checkReadyComm(comm, function));
+  RETURN_IF_FAILED(checkTypeAndCount(type, count, function));
+  return checkBuffers(send, recv, count, function);
+}
+
+// Count of elements that the widest buffer of a collective holds (count * nranks must not overflow).
+ncclResult_t checkScaledCount(ncclComm* comm, ncclDataType_t type, size_t count, const char* function) {
+  if (comm->nranks > 0 && count > SIZE_MAX / comm->nranks)
+    return toNccl(fail(Status::kInvalidArgument, "%s: count %zu times %d ranks overflows", function, count,
+                       comm->nranks));
+  return checkTypeAndCount(type, count * comm->nranks, function);
+}
+
+ncclResult_t runExchange(ncclComm* comm, const mscclpp_nccl::ExchangeArgs& args, cudaStream_t stream,
+                         const char* function) {
+  return enqueue(comm, stream, function,
+                 [args, stream](Communicator& impl) { return impl.exchange(args, stream); });
+}
+
+DataType native(ncclDataType_t type) { return static_cast<DataType>(type); }
+
+const void* sentinel() {
+  static const char unused = 0;  // stands for a buffer this rank does not use
+  return &unused;
+}
+
 // ncclCollConfig_t tunes resources only; it is checked for a valid header and otherwise ignored.
 ncclResult_t checkCollConfig(const ncclCollConfig_t* config, const char* function) {
   if (config != nullptr && config->magic != NCCL_API_MAGIC)
@@ -35,9 +72,7 @@ ncclResult_t checkCollConfig(const ncclCollConfig_t* config, const char* functio
 
 ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                        ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const char* function) {
-  RETURN_IF_FAILED(checkReadyComm(comm, function));
-  RETURN_IF_FAILED(checkTypeAndCount(datatype, count, function));
-  RETURN_IF_FAILED(checkBuffers(sendbuff, recvbuff, count, function));
+  RETURN_IF_FAILED(checkCollective(comm, datatype, count, sendbuff, recvbuff, function));
   ReduceOp reduceOp;
   RETURN_IF_FAILED(resolveReduceOp(comm, op, datatype, function, &reduceOp));
   AllReduceArgs args{sendbuff, recvbuff, count, static_cast<DataType>(datatype), reduceOp};
@@ -59,67 +94,172 @@ NCCL_API(ncclResult_t, ncclAllReduceConfig, const void* sendbuff, void* recvbuff
   return allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream, "ncclAllReduceConfig");
 }
 
-// Collectives that the native runtime does not serve yet: a clear error, never a silent success.
-NCCL_API(ncclResult_t, ncclAllGather, const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t) {
-  return notImplemented("ncclAllGather");
+namespace {
+
+ncclResult_t allGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                       ncclComm_t comm, cudaStream_t stream, const char* function) {
+  RETURN_IF_FAILED(checkCollective(comm, datatype, sendcount, sendbuff, recvbuff, function));
+  RETURN_IF_FAILED(checkScaledCount(comm, datatype, sendcount, function));
+  return runExchange(comm, mscclpp_nccl::planAllGather(sendbuff, recvbuff, sendcount, native(datatype)),
+                     stream, function);
 }
-NCCL_API(ncclResult_t, ncclAllGatherConfig, const void*, void*, size_t, ncclDataType_t, ncclComm_t,
-         cudaStream_t, const ncclCollConfig_t*) {
-  return notImplemented("ncclAllGatherConfig");
+
+ncclResult_t reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const char* function) {
+  RETURN_IF_FAILED(checkCollective(comm, datatype, recvcount, sendbuff, recvbuff, function));
+  RETURN_IF_FAILED(checkScaledCount(comm, datatype, recvcount, function));
+  ReduceOp reduceOp;
+  RETURN_IF_FAILED(resolveReduceOp(comm, op, datatype, function, &reduceOp));
+  return runExchange(
+      comm, mscclpp_nccl::planReduceScatter(sendbuff, recvbuff, recvcount, native(datatype), reduceOp),
+      stream, function);
 }
-NCCL_API(ncclResult_t, ncclReduceScatter, const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
-         cudaStream_t) {
-  return notImplemented("ncclReduceScatter");
+
+ncclResult_t alltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                      ncclComm_t comm, cudaStream_t stream, const char* function) {
+  RETURN_IF_FAILED(checkCollective(comm, datatype, count, sendbuff, recvbuff, function));
+  RETURN_IF_FAILED(checkScaledCount(comm, datatype, count, function));
+  return runExchange(comm, mscclpp_nccl::planAlltoAll(sendbuff, recvbuff, count, native(datatype)), stream,
+                     function);
 }
-NCCL_API(ncclResult_t, ncclReduceScatterConfig, const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
-         ncclComm_t, cudaStream_t, const ncclCollConfig_t*) {
-  return notImplemented("ncclReduceScatterConfig");
+
+ncclResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                       ncclComm_t comm, cudaStream_t stream, const char* function) {
+  RETURN_IF_FAILED(checkReadyComm(comm, function));
+  RETURN_IF_FAILED(checkRoot(comm, root, function));
+  const bool isRoot = comm->rank == root;
+  RETURN_IF_FAILED(
+      checkCollective(comm, datatype, count, isRoot ? sendbuff : sentinel(), recvbuff, function));
+  return runExchange(
+      comm, mscclpp_nccl::planBroadcast(comm->rank, sendbuff, recvbuff, count, native(datatype), root),
+      stream, function);
 }
-NCCL_API(ncclResult_t, ncclAlltoAll, const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t) {
-  return notImplemented("ncclAlltoAll");
+
+ncclResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream, const char* function) {
+  RETURN_IF_FAILED(checkReadyComm(comm, function));
+  RETURN_IF_FAILED(checkRoot(comm, root, function));
+  const bool isRoot = comm->rank == root;
+  RETURN_IF_FAILED(
+      checkCollective(comm, datatype, count, sendbuff, isRoot ? recvbuff : sentinel(), function));
+  ReduceOp reduceOp;
+  RETURN_IF_FAILED(resolveReduceOp(comm, op, datatype, function, &reduceOp));
+  return runExchange(
+      comm, mscclpp_nccl::planReduce(comm->rank, sendbuff, recvbuff, count, native(datatype), reduceOp, root),
+      stream, function);
 }
-NCCL_API(ncclResult_t, ncclAlltoAllConfig, const void*, void*, size_t, ncclDataType_t, ncclComm_t,
-         cudaStream_t, const ncclCollConfig_t*) {
-  return notImplemented("ncclAlltoAllConfig");
+
+ncclResult_t gather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                    ncclComm_t comm, cudaStream_t stream, const char* function) {
+  RETURN_IF_FAILED(checkReadyComm(comm, function));
+  RETURN_IF_FAILED(checkRoot(comm, root, function));
+  const bool isRoot = comm->rank == root;
+  RETURN_IF_FAILED(
+      checkCollective(comm, datatype, count, sendbuff, isRoot ? recvbuff : sentinel(), function));
+  RETURN_IF_FAILED(checkScaledCount(comm, datatype, count, function));
+  return runExchange(comm,
+                     mscclpp_nccl::planGather(comm->rank, sendbuff, recvbuff, count, native(datatype), root),
+                     stream, function);
 }
-NCCL_API(ncclResult_t, ncclBroadcast, const void*, void*, size_t, ncclDataType_t, int, ncclComm_t,
-         cudaStream_t) {
-  return notImplemented("ncclBroadcast");
+
+ncclResult_t scatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                     ncclComm_t comm, cudaStream_t stream, const char* function) {
+  RETURN_IF_FAILED(checkReadyComm(comm, function));
+  RETURN_IF_FAILED(checkRoot(comm, root, function));
+  const bool isRoot = comm->rank == root;
+  RETURN_IF_FAILED(
+      checkCollective(comm, datatype, count, isRoot ? sendbuff : sentinel(), recvbuff, function));
+  RETURN_IF_FAILED(checkScaledCount(comm, datatype, count, function));
+  return runExchange(comm,
+                     mscclpp_nccl::planScatter(comm->rank, sendbuff, recvbuff, count, native(datatype), root),
+                     stream, function);
 }
-NCCL_API(ncclResult_t, ncclBroadcastConfig, const void*, void*, size_t, ncclDataType_t, int, ncclComm_t,
-         cudaStream_t, const ncclCollConfig_t*) {
-  return notImplemented("ncclBroadcastConfig");
+
+}  // namespace
+
+NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  return allGather(sendbuff, recvbuff, sendcount, datatype, comm, stream, "ncclAllGather");
 }
-NCCL_API(ncclResult_t, ncclBcast, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
-  return notImplemented("ncclBcast");
+
+NCCL_API(ncclResult_t, ncclAllGatherConfig, const void* sendbuff, void* recvbuff, size_t sendcount,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  RETURN_IF_FAILED(checkCollConfig(config, "ncclAllGatherConfig"));
+  return allGather(sendbuff, recvbuff, sendcount, datatype, comm, stream, "ncclAllGatherConfig");
 }
-NCCL_API(ncclResult_t, ncclReduce, const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t,
-         cudaStream_t) {
-  return notImplemented("ncclReduce");
+
+NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, "ncclReduceScatter");
 }
-NCCL_API(ncclResult_t, ncclReduceConfig, const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int,
-         ncclComm_t, cudaStream_t, const ncclCollConfig_t*) {
-  return notImplemented("ncclReduceConfig");
+
+NCCL_API(ncclResult_t, ncclReduceScatterConfig, const void* sendbuff, void* recvbuff, size_t recvcount,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  RETURN_IF_FAILED(checkCollConfig(config, "ncclReduceScatterConfig"));
+  return reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, "ncclReduceScatterConfig");
 }
-NCCL_API(ncclResult_t, ncclGather, const void*, void*, size_t, ncclDataType_t, int, ncclComm_t,
-         cudaStream_t) {
-  return notImplemented("ncclGather");
+
+NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  return alltoAll(sendbuff, recvbuff, count, datatype, comm, stream, "ncclAlltoAll");
 }
-NCCL_API(ncclResult_t, ncclGatherConfig, const void*, void*, size_t, ncclDataType_t, int, ncclComm_t,
-         cudaStream_t, const ncclCollConfig_t*) {
-  return notImplemented("ncclGatherConfig");
+
+NCCL_API(ncclResult_t, ncclAlltoAllConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  RETURN_IF_FAILED(checkCollConfig(config, "ncclAlltoAllConfig"));
+  return alltoAll(sendbuff, recvbuff, count, datatype, comm, stream, "ncclAlltoAllConfig");
 }
-NCCL_API(ncclResult_t, ncclScatter, const void*, void*, size_t, ncclDataType_t, int, ncclComm_t,
-         cudaStream_t) {
-  return notImplemented("ncclScatter");
+
+NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  return broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclBroadcast");
 }
-NCCL_API(ncclResult_t, ncclScatterConfig, const void*, void*, size_t, ncclDataType_t, int, ncclComm_t,
-         cudaStream_t, const ncclCollConfig_t*) {
-  return notImplemented("ncclScatterConfig");
+
+NCCL_API(ncclResult_t, ncclBroadcastConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  RETURN_IF_FAILED(checkCollConfig(config, "ncclBroadcastConfig"));
+  return broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclBroadcastConfig");
 }
-NCCL_API(ncclResult_t, ncclSend, const void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
-  return notImplemented("ncclSend");
+
+NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root,
+         ncclComm_t comm, cudaStream_t stream) {
+  return broadcast(buff, buff, count, datatype, root, comm, stream, "ncclBcast");
 }
-NCCL_API(ncclResult_t, ncclRecv, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
-  return notImplemented("ncclRecv");
+
+NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream, "ncclReduce");
+}
+
+NCCL_API(ncclResult_t, ncclReduceConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  RETURN_IF_FAILED(checkCollConfig(config, "ncclReduceConfig"));
+  return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream, "ncclReduceConfig");
+}
+
+NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  return gather(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclGather");
+}
+
+NCCL_API(ncclResult_t, ncclGatherConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  RETURN_IF_FAILED(checkCollConfig(config, "ncclGatherConfig"));
+  return gather(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclGatherConfig");
+}
+
+NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  return scatter(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclScatter");
+}
+
+NCCL_API(ncclResult_t, ncclScatterConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  RETURN_IF_FAILED(checkCollConfig(config, "ncclScatterConfig"));
+  return scatter(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclScatterConfig");
 }

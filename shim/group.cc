@@ -15,6 +15,7 @@ struct PendingWork {
 };
 
 thread_local int tlsGroupDepth = 0;
+thread_local uint64_t tlsGroupEpoch = 0;
 thread_local std::vector<PendingWork> tlsPending;
 
 // Runs the queued work: concurrent items on threads, then the rest in order. Returns the first
@@ -39,6 +40,8 @@ ncclResult_t runPending(std::vector<PendingWork> pending) {
 
 int groupDepth() { return tlsGroupDepth; }
 
+uint64_t groupEpoch() { return tlsGroupEpoch; }
+
 void deferToGroupEnd(std::function<ncclResult_t()> work, bool concurrent) {
   tlsPending.push_back(PendingWork{std::move(work), concurrent});
 }
@@ -52,6 +55,7 @@ NCCL_API(ncclResult_t, ncclGroupEnd, void) {
   if (tlsGroupDepth == 0)
     return toNccl(fail(Status::kInvalidUsage, "ncclGroupEnd: no matching ncclGroupStart"));
   if (--tlsGroupDepth > 0) return ncclSuccess;
+  ++tlsGroupEpoch;
   std::vector<PendingWork> pending;
   pending.swap(tlsPending);
   return runPending(std::move(pending));
@@ -63,6 +67,7 @@ NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
   if (tlsGroupDepth == 0)
     return toNccl(fail(Status::kInvalidUsage, "ncclGroupSimulateEnd: no matching ncclGroupStart"));
   if (--tlsGroupDepth > 0) return ncclSuccess;
+  ++tlsGroupEpoch;
   // Queued collectives are dropped unrun; queued initialisations still happen, since their handles
   // were already returned. The estimate is one packet step's latency floor per collective.
   std::vector<PendingWork> pending, inits;

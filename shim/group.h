@@ -3,11 +3,15 @@
 // rendezvous with each other), collectives in the order they were called.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 
 #include "shim/api.h"
 
 int groupDepth();
+// Counts closed outermost groups of this thread: state kept for "the current group" is stale once
+// this changes (ncclGroupSimulateEnd drops queued work without running it).
+uint64_t groupEpoch();
 // Queues `work` for the outermost ncclGroupEnd of this thread. Concurrent work (initialisations)
 // runs on threads of its own, joined before ncclGroupEnd returns.
 void deferToGroupEnd(std::function<ncclResult_t()> work, bool concurrent);

@@ -4,6 +4,7 @@
 // that changes no result: the handles are kept so that callers can deregister them, and validated.
 #include <cuda_runtime.h>
 
+#include "native/transport/device_memory.h"
 #include "shim/comm_handle.h"
 
 using mscclpp_nccl::fail;
@@ -34,19 +35,12 @@ NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
   if (ptr == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclMemAlloc: ptr is NULL"));
   *ptr = nullptr;
   if (size == 0) return ncclSuccess;
-  cudaError_t err = cudaMalloc(ptr, size);
-  if (err != cudaSuccess)
-    return toNccl(
-        fail(Status::kCudaError, "ncclMemAlloc: cudaMalloc(%zu) failed: %s", size, cudaGetErrorString(err)));
-  return ncclSuccess;
+  return toNccl(mscclpp_nccl::allocateShareable(size, ptr));
 }
 
 NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
   if (ptr == nullptr) return ncclSuccess;
-  cudaError_t err = cudaFree(ptr);
-  if (err != cudaSuccess)
-    return toNccl(fail(Status::kCudaError, "ncclMemFree: cudaFree failed: %s", cudaGetErrorString(err)));
-  return ncclSuccess;
+  return toNccl(mscclpp_nccl::freeShareable(ptr));
 }
 
 NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) {

@@ -34,4 +34,13 @@ Status runAllReduce(const PacketComm& comm, const SelectorContext& context, cons
   return launchAllReduceTwoShotPacket(comm, args, shape, stream);
 }
 
+Status runExchange(const PacketComm& comm, const SelectorContext& context, const ExchangeArgs& args,
+                   cudaStream_t stream) {
+  const size_t words = (args.rangeBytes + kPacketPayloadBytes - 1) / kPacketPayloadBytes;
+  LaunchShape shape{blocksFor(words, context), kPacketThreads};
+  MSCCLPP_INFO(kTuning, "exchange %zu bytes per peer %s: packet, %d blocks", args.rangeBytes,
+               dataTypeName(args.type), shape.blocks);
+  return launchExchange(comm, args, shape, stream);
+}
+
 }  // namespace mscclpp_nccl

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "native/algorithms/allreduce.h"
+#include "native/algorithms/exchange.h"
 #include "native/common/status.h"
 
 namespace mscclpp_nccl {
@@ -15,5 +16,7 @@ struct SelectorContext {
 
 Status runAllReduce(const PacketComm& comm, const SelectorContext& context, const AllReduceArgs& args,
                     cudaStream_t stream);
+Status runExchange(const PacketComm& comm, const SelectorContext& context, const ExchangeArgs& args,
+                   cudaStream_t stream);
 
 }  // namespace mscclpp_nccl

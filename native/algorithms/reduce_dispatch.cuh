@@ -57,6 +57,22 @@ auto dispatchReduce(DataType type, BinaryOp op, Launcher& launcher) {
   }
 }
 
+// Returns `launcher.template run<Raw, OpSum>()` for an unsigned type of `elementBytes` bytes: data
+// movement depends only on the element size (loads at element-aligned offsets).
+template <typename Launcher>
+auto dispatchCopy(size_t elementBytes, Launcher& launcher) {
+  switch (elementBytes) {
+    case 1:
+      return launcher.template run<uint8_t, OpSum>();
+    case 2:
+      return launcher.template run<uint16_t, OpSum>();
+    case 4:
+      return launcher.template run<uint32_t, OpSum>();
+    default:
+      return launcher.template run<uint64_t, OpSum>();
+  }
+}
+
 // Reduces one word (8 bytes of elements) over ranks, in the order the words are added.
 template <typename T, typename Op>
 struct WordReduction {

@@ -26,6 +26,8 @@ class PeerBuffer {
 
   void* local() const { return local_; }
   size_t bytes() const { return bytes_; }
+  // Rank `rank`'s buffer as mapped in this process.
+  void* peer(int rank) const { return peers_[rank]; }
   // Device array of every rank's buffer as mapped in this process (own entry is local()).
   void* const* devicePeerTable() const { return deviceTable_; }
 

@@ -1,0 +1,42 @@
+// The packet exchange: one kernel shape that serves every collective whose ranks move equal-sized
+// ranges between each other (all-gather, reduce-scatter, alltoall, broadcast, reduce, gather,
+// scatter). Each rank sends range p of its source to peer p and receives peer q's range into range
+// q of its destination, or, when reducing, combines every contribution to its own range in rank
+// order. Which peers send and receive is a PeerSet, so rooted collectives are the same code.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "native/algorithms/allreduce.h"
+#include "native/algorithms/packet_layout.h"
+#include "native/common/data_type.h"
+#include "native/common/status.h"
+
+namespace mscclpp_nccl {
+
+enum class PeerSet : int { kNone = 0, kAll = 1, kRoot = 2 };
+
+__host__ __device__ inline bool peerSetHas(PeerSet set, int rank, int root) {
+  return set == PeerSet::kAll || (set == PeerSet::kRoot && rank == root);
+}
+
+struct ExchangeArgs {
+  const void* src;   // range sent to peer p: src + p * srcStride, rangeBytes long
+  size_t srcStride;  // 0 when every peer gets the same range
+  void* dst;         // range received from peer q: dst + q * dstStride
+  size_t dstStride;  // 0 when reducing into one range
+  size_t rangeBytes;
+  PeerSet sendTo;    // peers this rank sends to
+  PeerSet recvFrom;  // peers this rank receives from
+  int root;
+  bool reduce;  // combine the contributions (in rank order) instead of copying them
+  DataType type;
+  ReduceOp op;
+};
+
+Status launchExchange(const PacketComm& comm, const ExchangeArgs& args, LaunchShape shape,
+                      cudaStream_t stream);
+
+}  // namespace mscclpp_nccl

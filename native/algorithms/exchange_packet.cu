@@ -1,0 +1,140 @@
+#include "native/algorithms/exchange.h"
+#include "native/algorithms/packet_kernel.cuh"
+#include "native/algorithms/reduce_dispatch.cuh"
+#include "native/common/logging.h"
+
+namespace mscclpp_nccl {
+namespace {
+
+// Every step, every rank sends at least one packet to every peer (data, or a token when it has
+// none for that peer) and waits for one from every peer. That keeps the scratch reuse argument of
+// packet_layout.h true for rooted collectives too: no rank can run two steps ahead of any other.
+// Thread t handles the same words of every range in the send and the receive loop, so in-place
+// calls read each word before they overwrite it.
+template <typename T, typename Op, bool kReduce>
+__global__ void __launch_bounds__(kPacketThreads)
+    exchangeKernel(PacketComm comm, ExchangeArgs args, int rounds) {
+  const int me = comm.rank;
+  const size_t words = divCeil(args.rangeBytes, kPacketPayloadBytes);
+  const auto scalar =
+      args.op.scaling.preMultiply ? loadScalar<T>(args.op.scaling) : typename ElementTraits<T>::Acc(1);
+  const bool scale = kReduce && args.op.scaling.preMultiply;
+  const uint64_t base = beginSteps(comm.steps);
+  BoundedWait wait(comm.wait);
+  const char* src = static_cast<const char*>(args.src);
+  char* dst = static_cast<char*>(args.dst);
+  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7) == 0; };
+
+  for (int round = 0; round < rounds; ++round) {
+    const uint32_t flag = stepFlag(base, round + 1);
+    const size_t first = (static_cast<size_t>(round) * gridDim.x + blockIdx.x) * comm.slotPackets;
+    const size_t n = first < words ? min(words - first, comm.slotPackets) : 0;
+
+    for (int k = 1; k < comm.nranks; ++k) {
+      const int peer = (me + k) % comm.nranks;
+      LLPacket* slot = packetSlot(comm, comm.peerScratch[peer], flag, me);
+      if (n > 0 && peerSetHas(args.sendTo, peer, args.root)) {
+        const char* range = src + peer * args.srcStride;
+        const bool rangeAligned = aligned(range);
+        for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
+          uint2 bits = loadWord<T>(range, first + i, args.rangeBytes, rangeAligned);
+          llStore(slot + i, scale ? Word<T>::scale(bits, scalar) : bits, flag);
+        }
+      } else if (threadIdx.x == 0) {
+        llStore(slot, make_uint2(0, 0), flag);
+      }
+    }
+
+    const bool selfTransfer =
+        peerSetHas(args.sendTo, me, args.root) && peerSetHas(args.recvFrom, me, args.root);
+    if (kReduce && args.recvFrom == PeerSet::kAll) {
+      const char* own = src + me * args.srcStride;
+      const bool ownAligned = aligned(own);
+      char* out = dst + me * args.dstStride;
+      const bool outAligned = aligned(out);
+      for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
+        WordReduction<T, Op> reduction;
+        bool complete = true;
+        for (int sender = 0; sender < comm.nranks && complete; ++sender) {
+          uint2 bits;
+          if (sender == me) {
+            bits = loadWord<T>(own, first + i, args.rangeBytes, ownAligned);
+            if (scale) bits = Word<T>::scale(bits, scalar);
+          } else {
+            complete = wait.load(packetSlot(comm, comm.localScratch, flag, sender) + i, flag, &bits, sender);
+          }
+          if (sender == 0)
+            reduction.first(bits);
+          else
+            reduction.add(bits);
+        }
+        if (complete)
+          storeWord<T>(out, first + i, args.rangeBytes, outAligned,
+                       reduction.result(args.op.scaling.postDivisor));
+      }
+    } else if (selfTransfer) {
+      const char* from = src + me * args.srcStride;
+      char* to = dst + me * args.dstStride;
+      if (from != to && n > 0) {
+        const bool fromAligned = aligned(from), toAligned = aligned(to);
+        for (size_t i = threadIdx.x; i < n; i += blockDim.x)
+          storeWord<T>(to, first + i, args.rangeBytes, toAligned,
+                       loadWord<T>(from, first + i, args.rangeBytes, fromAligned));
+      }
+    }
+
+    for (int k = 1; k < comm.nranks; ++k) {
+      const int peer = (me - k + comm.nranks) % comm.nranks;
+      const LLPacket* slot = packetSlot(comm, comm.localScratch, flag, peer);
+      const bool data = n > 0 && peerSetHas(args.recvFrom, peer, args.root);
+      if (data && !kReduce) {
+        char* range = dst + peer * args.dstStride;
+        const bool rangeAligned = aligned(range);
+        for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
+          uint2 bits;
+          if (wait.load(slot + i, flag, &bits, peer))
+            storeWord<T>(range, first + i, args.rangeBytes, rangeAligned, bits);
+        }
+      } else if (!data && threadIdx.x == 0) {
+        uint2 token;
+        wait.load(slot, flag, &token, peer);
+      }
+    }
+  }
+  endSteps(comm.steps, base, rounds);
+}
+
+template <bool kReduce>
+struct ExchangeLauncher {
+  const PacketComm& comm;
+  const ExchangeArgs& args;
+  LaunchShape shape;
+  cudaStream_t stream;
+
+  template <typename T, typename Op>
+  cudaError_t run() {
+    size_t words = divCeil(args.rangeBytes, kPacketPayloadBytes);
+    int rounds = static_cast<int>(divCeil(words, comm.slotPackets * shape.blocks));
+    exchangeKernel<T, Op, kReduce><<<shape.blocks, shape.threads, 0, stream>>>(comm, args, rounds);
+    return cudaGetLastError();
+  }
+};
+
+}  // namespace
+
+Status launchExchange(const PacketComm& comm, const ExchangeArgs& args, LaunchShape shape,
+                      cudaStream_t stream) {
+  cudaError_t err;
+  if (args.reduce) {
+    ExchangeLauncher<true> launcher{comm, args, shape, stream};
+    err = dispatchReduce(args.type, args.op.op, launcher);
+  } else {
+    ExchangeLauncher<false> launcher{comm, args, shape, stream};
+    err = dispatchCopy(dataTypeSize(args.type), launcher);
+  }
+  if (err != cudaSuccess)
+    return fail(Status::kCudaError, "packet exchange launch failed: %s", cudaGetErrorString(err));
+  return Status::kSuccess;
+}
+
+}  // namespace mscclpp_nccl

@@ -1,0 +1,48 @@
+// Point-to-point transfers (ncclSend/ncclRecv), all those of one group fused into one kernel.
+//
+// Collectives advance one communicator-wide step counter, which only works because every rank takes
+// part in every step. Sends and receives involve two ranks, so each (peer, direction, lane) has its
+// own counter and its own scratch slots, and the receiver acknowledges each step so that the
+// sender never overwrites a slot that is still being read (two steps of LL packets in flight).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "native/algorithms/allreduce.h"
+#include "native/algorithms/packet_layout.h"
+#include "native/common/status.h"
+
+namespace mscclpp_nccl {
+
+struct P2pOp {
+  bool isSend;
+  int peer;
+  void* buffer;  // source of a send, destination of a receive
+  size_t bytes;
+  size_t elementBytes;
+};
+
+// The device state of the point-to-point channels of a communicator.
+struct P2pComm {
+  PacketComm packets;     // p2p scratch: [half][lane block][sender] slots, own step counter unused
+  void* localAcks;        // this rank's ack packets: [half][lane block][peer]
+  void* const* peerAcks;  // device array: every rank's ack area as mapped here
+  uint64_t* sendSteps;    // [peer][lane block]
+  uint64_t* recvSteps;    // [peer][lane block]
+};
+
+constexpr int kMaxP2pLanes = 64;
+constexpr int kMaxP2pLaneBlocks = 4;
+
+// Bytes of the ack area a rank needs.
+inline size_t p2pAckBytes(int nranks) { return 2ull * kMaxPacketBlocks * nranks * kPacketBytes; }
+
+// Runs `ops` (this rank's part of one group; no two for the same peer and direction) as one kernel,
+// plus local copies for transfers to self. `maxBlocks` caps the grid (co-residency).
+Status launchP2p(const P2pComm& comm, const std::vector<P2pOp>& ops, int maxBlocks, cudaStream_t stream);
+
+}  // namespace mscclpp_nccl

@@ -1,0 +1,171 @@
+#include <algorithm>
+
+#include "native/algorithms/p2p.h"
+#include "native/algorithms/packet_kernel.cuh"
+#include "native/algorithms/reduce_dispatch.cuh"
+#include "native/common/logging.h"
+
+namespace mscclpp_nccl {
+namespace {
+
+// One lane: one block-sized share (laneBlock of laneBlocks) of one transfer.
+struct P2pLane {
+  char* buffer;
+  size_t bytes;
+  int peer;
+  int isSend;
+  int laneBlock;
+  int laneBlocks;
+};
+
+struct P2pLanes {
+  P2pLane lane[kMaxP2pLanes];
+  int count;
+};
+
+__device__ __forceinline__ LLPacket* ackSlot(void* acks, int nranks, uint32_t flag, int laneBlock, int peer) {
+  return static_cast<LLPacket*>(acks) + ((flag & 1) * kMaxPacketBlocks + laneBlock) * nranks + peer;
+}
+
+// Block b serves lanes b, b + gridDim.x, ... in lock step: at each step, first the sends of all its
+// lanes, then the receives. A send of step s waits for the ack of step s-2, which the peer gives in
+// the receive part of its step s-2, so no wait can close a cycle.
+template <typename T>
+__global__ void __launch_bounds__(kPacketThreads) p2pKernel(P2pComm comm, P2pLanes lanes) {
+  const PacketComm& pc = comm.packets;
+  const int me = pc.rank;
+  BoundedWait wait(pc.wait);
+  const size_t slotWords = pc.slotPackets;
+
+  int steps = 0;
+  for (int l = blockIdx.x; l < lanes.count; l += gridDim.x) {
+    const P2pLane& lane = lanes.lane[l];
+    size_t words = divCeil(lane.bytes, kPacketPayloadBytes);
+    steps = max(steps, static_cast<int>(divCeil(words, slotWords * lane.laneBlocks)));
+  }
+
+  for (int step = 0; step < steps; ++step) {
+    for (int l = blockIdx.x; l < lanes.count; l += gridDim.x) {
+      const P2pLane& lane = lanes.lane[l];
+      if (!lane.isSend) continue;
+      const size_t words = divCeil(lane.bytes, kPacketPayloadBytes);
+      const size_t first = (static_cast<size_t>(step) * lane.laneBlocks + lane.laneBlock) * slotWords;
+      if (first >= words) continue;
+      const size_t n = min(words - first, slotWords);
+      const uint64_t base = comm.sendSteps[lane.peer * kMaxPacketBlocks + lane.laneBlock];
+      const uint32_t flag = static_cast<uint32_t>(base + step + 1);
+      if (base + step + 1 > 2) {
+        uint2 ignored;
+        if (threadIdx.x == 0)
+          wait.load(ackSlot(comm.localAcks, pc.nranks, flag, lane.laneBlock, lane.peer), flag - 2, &ignored,
+                    lane.peer);
+        __syncthreads();
+      }
+      LLPacket* dst = static_cast<LLPacket*>(pc.peerScratch[lane.peer]) +
+                      packetSlotOffset(pc, flag & 1, lane.laneBlock, me);
+      const bool aligned = (reinterpret_cast<uintptr_t>(lane.buffer) & 7) == 0;
+      for (size_t i = threadIdx.x; i < n; i += blockDim.x)
+        llStore(dst + i, loadWord<T>(lane.buffer, first + i, lane.bytes, aligned), flag);
+    }
+    for (int l = blockIdx.x; l < lanes.count; l += gridDim.x) {
+      const P2pLane& lane = lanes.lane[l];
+      if (lane.isSend) continue;
+      const size_t words = divCeil(lane.bytes, kPacketPayloadBytes);
+      const size_t first = (static_cast<size_t>(step) * lane.laneBlocks + lane.laneBlock) * slotWords;
+      if (first >= words) continue;
+      const size_t n = min(words - first, slotWords);
+      const uint64_t base = comm.recvSteps[lane.peer * kMaxPacketBlocks + lane.laneBlock];
+      const uint32_t flag = static_cast<uint32_t>(base + step + 1);
+      const LLPacket* src = static_cast<const LLPacket*>(pc.localScratch) +
+                            packetSlotOffset(pc, flag & 1, lane.laneBlock, lane.peer);
+      const bool aligned = (reinterpret_cast<uintptr_t>(lane.buffer) & 7) == 0;
+      for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
+        uint2 bits;
+        if (wait.load(src + i, flag, &bits, lane.peer))
+          storeWord<T>(lane.buffer, first + i, lane.bytes, aligned, bits);
+      }
+      __syncthreads();  // the whole step is read before the sender may reuse its slots
+      if (threadIdx.x == 0)
+        llStore(ackSlot(comm.peerAcks[lane.peer], pc.nranks, flag, lane.laneBlock, me), make_uint2(0, 0),
+                flag);
+    }
+  }
+
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  for (int l = blockIdx.x; l < lanes.count; l += gridDim.x) {
+    const P2pLane& lane = lanes.lane[l];
+    size_t words = divCeil(lane.bytes, kPacketPayloadBytes);
+    uint64_t laneSteps = divCeil(words, slotWords * lane.laneBlocks);
+    uint64_t* counter =
+        (lane.isSend ? comm.sendSteps : comm.recvSteps) + lane.peer * kMaxPacketBlocks + lane.laneBlock;
+    *counter += laneSteps;
+  }
+}
+
+// Lane blocks per transfer depend on its size only: both ends must cut a transfer the same way
+// whatever else their groups hold.
+int laneBlocksFor(size_t bytes, size_t slotPackets) {
+  size_t words = divCeil(bytes, kPacketPayloadBytes);
+  size_t wanted = divCeil(words, slotPackets);
+  return static_cast<int>(std::clamp<size_t>(wanted, 1, kMaxP2pLaneBlocks));
+}
+
+struct P2pLauncher {
+  const P2pComm& comm;
+  const P2pLanes& lanes;
+  int blocks;
+  cudaStream_t stream;
+
+  template <typename T, typename Op>
+  cudaError_t run() {
+    p2pKernel<T><<<blocks, kPacketThreads, 0, stream>>>(comm, lanes);
+    return cudaGetLastError();
+  }
+};
+
+}  // namespace
+
+Status launchP2p(const P2pComm& comm, const std::vector<P2pOp>& ops, int maxBlocks, cudaStream_t stream) {
+  const int me = comm.packets.rank;
+  P2pLanes lanes{};
+  size_t elementBytes = 8;
+  // Transfers to self pair the k-th send with the k-th receive.
+  std::vector<const P2pOp*> selfSends, selfRecvs;
+  for (const P2pOp& op : ops) {
+    if (op.bytes == 0) continue;
+    if (op.peer == me) {
+      (op.isSend ? selfSends : selfRecvs).push_back(&op);
+      continue;
+    }
+    elementBytes = std::min(elementBytes, op.elementBytes);
+    int laneBlocks = laneBlocksFor(op.bytes, comm.packets.slotPackets);
+    for (int b = 0; b < laneBlocks; ++b) {
+      if (lanes.count == kMaxP2pLanes)
+        return fail(Status::kInvalidUsage, "a group holds more point-to-point transfers than %d lanes",
+                    kMaxP2pLanes);
+      lanes.lane[lanes.count++] =
+          P2pLane{static_cast<char*>(op.buffer), op.bytes, op.peer, op.isSend ? 1 : 0, b, laneBlocks};
+    }
+  }
+  if (selfSends.size() != selfRecvs.size())
+    return fail(Status::kInvalidUsage, "a send to self needs a matching receive from self in the same group");
+  for (size_t i = 0; i < selfSends.size(); ++i) {
+    if (selfSends[i]->bytes != selfRecvs[i]->bytes)
+      return fail(Status::kInvalidUsage, "send to self of %zu bytes but receive of %zu", selfSends[i]->bytes,
+                  selfRecvs[i]->bytes);
+    if (selfSends[i]->buffer != selfRecvs[i]->buffer) {
+      cudaError_t err = cudaMemcpyAsync(selfRecvs[i]->buffer, selfSends[i]->buffer, selfSends[i]->bytes,
+                                        cudaMemcpyDeviceToDevice, stream);
+      if (err != cudaSuccess) return fail(Status::kCudaError, "send to self: %s", cudaGetErrorString(err));
+    }
+  }
+  if (lanes.count == 0) return Status::kSuccess;
+  P2pLauncher launcher{comm, lanes, std::min(lanes.count, maxBlocks), stream};
+  cudaError_t err = dispatchCopy(elementBytes, launcher);
+  if (err != cudaSuccess)
+    return fail(Status::kCudaError, "send/recv launch failed: %s", cudaGetErrorString(err));
+  return Status::kSuccess;
+}
+
+}  // namespace mscclpp_nccl

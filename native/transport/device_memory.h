@@ -1,0 +1,40 @@
+// Device memory that other processes can map (ncclMemAlloc / ncclMemFree), and the helpers that
+// zero-copy paths use to share it.
+//
+// Where the device supports virtual memory management and POSIX file-descriptor handles, memory comes
+// from cuMemCreate (exportable as a file descriptor, passed to another process over a unix socket) and
+// is mapped read/write for this device and every device with peer access to it. Elsewhere, or with
+// NCCL_CUMEM_ENABLE=0 (stock NCCL's switch), it comes from cudaMalloc. Note that legacy CUDA IPC
+// (cudaIpcGetMemHandle) does not work on cuMem memory: share it through exportShareable.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "native/common/status.h"
+
+namespace mscclpp_nccl {
+
+// Allocates at least `bytes` on the current device. `bytes == 0` gives *ptr = nullptr.
+Status allocateShareable(size_t bytes, void** ptr);
+// Frees what allocateShareable returned (nullptr is a no-op); other pointers go to cudaFree.
+Status freeShareable(void* ptr);
+
+// Whether `ptr` lies in cuMem memory exportable as a POSIX file descriptor (ours, or another
+// allocator's); if so, optionally the base and size of the mapped allocation that contains it.
+// Records no error.
+bool isShareableAllocation(const void* ptr, void** base = nullptr, size_t* size = nullptr);
+
+// Exports the allocation that contains `ptr` as a new file descriptor (the caller owns and closes it),
+// with `ptr`'s offset in that allocation and the allocation's size (what importShareable needs).
+Status exportShareable(const void* ptr, int* fd, size_t* offsetInAllocation, size_t* allocationSize);
+// Maps an allocation exported by exportShareable (possibly in another process) on the current device.
+// Does not close `fd`. Undo with unmapImported(*mapped, allocationSize).
+Status importShareable(int fd, size_t allocationSize, void** mapped);
+Status unmapImported(void* mapped, size_t size);
+
+// The process-wide unique id of the allocation that contains `ptr` (CU_POINTER_ATTRIBUTE_BUFFER_ID):
+// an address can be reused by a later allocation, an id cannot, so peer mappings are cached by it.
+Status bufferId(const void* ptr, uint64_t* id);
+
+}  // namespace mscclpp_nccl

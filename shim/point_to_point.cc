@@ -1,0 +1,92 @@
+// ncclSend / ncclRecv. Outside a group each call is its own transfer; inside one, a communicator's
+// sends and receives are collected and run at ncclGroupEnd as one fused launch (per pass: the k-th
+// transfer with each peer and direction), so that every direction progresses at once.
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "native/algorithms/p2p.h"
+#include "shim/enqueue.h"
+
+using mscclpp_nccl::Communicator;
+using mscclpp_nccl::fail;
+using mscclpp_nccl::P2pOp;
+using mscclpp_nccl::Status;
+
+namespace {
+
+struct GroupTransfers {
+  uint64_t epoch;
+  cudaStream_t stream;
+  std::vector<P2pOp> ops;
+};
+
+thread_local std::map<ncclComm*, GroupTransfers> tlsGroupTransfers;
+
+// Splits ops so that each pass holds at most one transfer per peer and direction, in call order.
+std::vector<std::vector<P2pOp>> splitPasses(const std::vector<P2pOp>& ops) {
+  std::vector<std::vector<P2pOp>> passes;
+  std::map<std::pair<int, bool>, size_t> seen;
+  for (const P2pOp& op : ops) {
+    size_t pass = seen[{op.peer, op.isSend}]++;
+    if (pass == passes.size()) passes.emplace_back();
+    passes[pass].push_back(op);
+  }
+  return passes;
+}
+
+ncclResult_t runTransfers(ncclComm* comm, cudaStream_t stream, std::vector<P2pOp> ops, const char* function) {
+  return enqueue(comm, stream, function, [ops = std::move(ops), stream](Communicator& impl) {
+    for (const std::vector<P2pOp>& pass : splitPasses(ops)) MSCCLPP_TRY(impl.sendRecv(pass, stream));
+    return Status::kSuccess;
+  });
+}
+
+ncclResult_t transfer(bool isSend, void* buffer, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream, const char* function) {
+  ncclResult_t result = checkReadyComm(comm, function);
+  if (result != ncclSuccess) return result;
+  result = checkTypeAndCount(datatype, count, function);
+  if (result != ncclSuccess) return result;
+  if (peer < 0 || peer >= comm->nranks)
+    return toNccl(
+        fail(Status::kInvalidArgument, "%s: peer %d is not in [0, %d)", function, peer, comm->nranks));
+  if (count > 0 && buffer == nullptr)
+    return toNccl(fail(Status::kInvalidArgument, "%s: NULL buffer with count %zu", function, count));
+  result = checkStream(comm, stream, function);
+  if (result != ncclSuccess) return result;
+  size_t elementBytes = mscclpp_nccl::dataTypeSize(static_cast<mscclpp_nccl::DataType>(datatype));
+  P2pOp op{isSend, peer, buffer, count * elementBytes, elementBytes};
+  if (groupDepth() == 0) return runTransfers(comm, stream, {op}, function);
+
+  auto found = tlsGroupTransfers.find(comm);
+  if (found == tlsGroupTransfers.end() || found->second.epoch != groupEpoch()) {
+    tlsGroupTransfers[comm] = GroupTransfers{groupEpoch(), stream, {op}};
+    deferToGroupEnd(
+        [comm]() {
+          GroupTransfers group = std::move(tlsGroupTransfers[comm]);
+          tlsGroupTransfers.erase(comm);
+          return runTransfers(comm, group.stream, std::move(group.ops), "ncclGroupEnd");
+        },
+        /*concurrent=*/false);
+    return ncclSuccess;
+  }
+  if (found->second.stream != stream)
+    return toNccl(fail(Status::kInvalidUsage,
+                       "%s: the sends and receives of one communicator in a group must use one stream",
+                       function));
+  found->second.ops.push_back(op);
+  return ncclSuccess;
+}
+
+}  // namespace
+
+NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+         ncclComm_t comm, cudaStream_t stream) {
+  return transfer(true, const_cast<void*>(sendbuff), count, datatype, peer, comm, stream, "ncclSend");
+}
+
+NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+         ncclComm_t comm, cudaStream_t stream) {
+  return transfer(false, recvbuff, count, datatype, peer, comm, stream, "ncclRecv");
+}

@@ -1,0 +1,346 @@
+"""One rank of the collective and point-to-point GPU tests (run N with the launcher, like
+allreduce_worker.py). Every rank regenerates all inputs and checks its own outputs against NumPy."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+import cupy as cp
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+import reference as ref
+from allreduce_worker import Rank, from_device, pattern, to_device
+
+from mscclpp_nccl.binding import dtype_code, ffi
+
+SEED = 7
+COUNTS = [0, 1, 7, 1023, 70001]
+REDUCING = ("reduce_scatter", "reduce")
+COPYING = ("all_gather", "alltoall", "broadcast", "gather", "scatter")
+
+
+def ptr(a: cp.ndarray | None) -> object:
+    return ffi.NULL if a is None else ffi.cast("void*", a.data.ptr)
+
+
+def call(
+    r: Rank,
+    name: str,
+    send: cp.ndarray | None,
+    recv: cp.ndarray | None,
+    count: int,
+    dtype: str,
+    op: int = 0,
+    root: int = 0,
+    comm: object = None,
+    stream: cp.cuda.Stream | None = None,
+) -> None:
+    lib, code = r.nccl.lib, dtype_code(dtype)
+    c = comm or r.comm.handle
+    s = ffi.cast("void*", (stream or r.stream).ptr)
+    calls: dict[str, Callable[[], int]] = {
+        "all_gather": lambda: lib.ncclAllGather(ptr(send), ptr(recv), count, code, c, s),
+        "reduce_scatter": lambda: lib.ncclReduceScatter(ptr(send), ptr(recv), count, code, op, c, s),
+        "alltoall": lambda: lib.ncclAlltoAll(ptr(send), ptr(recv), count, code, c, s),
+        "broadcast": lambda: lib.ncclBroadcast(ptr(send), ptr(recv), count, code, root, c, s),
+        "reduce": lambda: lib.ncclReduce(ptr(send), ptr(recv), count, code, op, root, c, s),
+        "gather": lambda: gather_scatter(r).ncclGather(ptr(send), ptr(recv), count, code, root, c, s),
+        "scatter": lambda: gather_scatter(r).ncclScatter(ptr(send), ptr(recv), count, code, root, c, s),
+    }
+    r.nccl.check(calls[name](), c)
+
+
+_EXTRA = None
+
+
+def gather_scatter(r: Rank) -> object:
+    """ncclGather/ncclScatter through a small cdef of our own (the shared binding lacks them)."""
+    global _EXTRA
+    if _EXTRA is None:
+        import cffi
+
+        extra = cffi.FFI()
+        extra.cdef(
+            "int ncclGather(void*, void*, size_t, int, int, void*, void*);"
+            "int ncclScatter(void*, void*, size_t, int, int, void*, void*);"
+        )
+        _EXTRA = extra.dlopen(r.nccl.path)
+    return _EXTRA
+
+
+def expected_output(
+    name: str, dtype: str, op: str, inputs: list[np.ndarray], count: int, rank: int, root: int
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """What `rank` must hold after the collective (None: nothing to check), and the error magnitude."""
+    if name == "all_gather":
+        return np.concatenate(inputs), None
+    if name == "alltoall":
+        return np.concatenate([x[rank * count : (rank + 1) * count] for x in inputs]), None
+    if name == "broadcast":
+        return inputs[root], None
+    if name == "gather":
+        return (np.concatenate(inputs), None) if rank == root else (None, None)
+    if name == "scatter":
+        return inputs[root][rank * count : (rank + 1) * count], None
+    if name == "reduce_scatter":
+        out, mag = ref.reduce(dtype, op, [x[rank * count : (rank + 1) * count] for x in inputs])
+        return out, mag
+    out, mag = ref.reduce(dtype, op, inputs)  # reduce
+    return (out, mag) if rank == root else (None, None)
+
+
+def input_count(name: str, count: int, n: int) -> int:
+    return count * n if name in ("reduce_scatter", "alltoall", "scatter") else count
+
+
+def output_count(name: str, count: int, n: int) -> int:
+    return count * n if name in ("all_gather", "alltoall", "gather") else count
+
+
+def run_case(r: Rank, name: str, dtype: str, op_name: str, count: int, in_place: bool, root: int) -> None:
+    n, me = r.size, r.rank
+    inputs = [ref.make_input(dtype, op_name, input_count(name, count, n), k, SEED) for k in range(n)]
+    expected, magnitude = expected_output(name, dtype, op_name, inputs, count, me, root)
+    out_count = output_count(name, count, n)
+    host_type = ref.host_dtype(dtype)
+    if in_place:
+        # NCCL's in-place layouts: the send range sits where this rank's part of the output goes.
+        recv = to_device(np.zeros(max(out_count, input_count(name, count, n)), dtype=host_type), dtype, 0)
+        recv.fill(0x5A)
+        if name in ("all_gather", "gather"):
+            send = recv[me * count : (me + 1) * count]
+        elif name in ("reduce_scatter", "scatter"):
+            send, recv = recv, recv[me * count : (me + 1) * count]
+        else:
+            send = recv
+        send.set(inputs[me].view(ref.storage_dtype(dtype)))
+    else:
+        send = to_device(inputs[me], dtype, 1)
+        recv = to_device(np.zeros(out_count, dtype=host_type), dtype, 0)
+        recv.fill(0x5A)
+    op, keep = r.op_for(op_name, dtype) if name in REDUCING else (0, None)
+    call(r, name, send, recv, count, dtype, op=op, root=root)
+    r.stream.synchronize()
+    if name in REDUCING:
+        r.destroy_op(op)
+    del keep
+    if expected is None:
+        return
+    got = from_device(recv[:out_count], dtype)
+    what = f"rank {me}/{n} {name} {dtype} {op_name} count={count} in_place={in_place} root={root}"
+    if magnitude is None:
+        assert np.array_equal(got.view(np.uint8), expected.view(np.uint8)), f"{what}: wrong"
+    else:
+        ref.check(got, expected, magnitude, dtype, n, what)
+
+
+def scenario_matrix(r: Rank) -> None:
+    cases = 0
+    for name in (*COPYING, *REDUCING):
+        ops = ref.OPS if name in REDUCING else ["sum"]
+        for dtype in ref.TYPES:
+            for op_name in ops:
+                for i, count in enumerate(COUNTS):
+                    for in_place in (False, True):
+                        run_case(r, name, dtype, op_name, count, in_place, root=(i + cases) % r.size)
+                        cases += 1
+    print(f"PASS matrix: {cases} cases, every collective, type and op, in and out of place")
+
+
+def scenario_large(r: Rank) -> None:
+    n, me = r.size, r.rank
+    for name in (*COPYING, *REDUCING):
+        total = 16 << 20  # float32 elements of the largest buffer: 64 MiB
+        per_rank = name in ("all_gather", "alltoall", "gather", "reduce_scatter", "scatter")
+        count = total // n if per_rank else total
+        inputs = [pattern(input_count(name, count, n), k).astype(np.float32) for k in range(n)]
+        expected, _ = expected_output(name, "float32", "sum", inputs, count, me, root=n - 1)
+        if name in REDUCING and expected is not None:
+            expected = expected.astype(np.float32)
+        send = cp.asarray(inputs[me])
+        recv = cp.full(output_count(name, count, n), 0x5A, dtype=cp.float32)
+        call(r, name, send, recv, count, "float32", root=n - 1)
+        r.stream.synchronize()
+        if expected is not None:
+            assert np.array_equal(recv.get(), expected), f"large {name} wrong"
+    print("PASS large: every collective at 64 MiB")
+
+
+def scenario_graph(r: Rank) -> None:
+    n, me, count = r.size, r.rank, 4097
+    send = cp.zeros(count * n, dtype=cp.float32)
+    gathered = cp.zeros(count * n, dtype=cp.float32)
+    scattered = cp.zeros(count, dtype=cp.float32)
+    shuffled = cp.zeros(count * n, dtype=cp.float32)
+    ring = cp.zeros(count, dtype=cp.float32)
+    r.stream.begin_capture()
+    call(r, "all_gather", send[:count], gathered, count, "float32")
+    call(r, "reduce_scatter", send, scattered, count, "float32")
+    call(r, "alltoall", send, shuffled, count, "float32")
+    sendrecv_ring(r, send[:count], ring, count)
+    graph = r.stream.end_capture()
+    for replay in range(20):
+        inputs = [pattern(count * n, k).astype(np.float32) + replay for k in range(n)]
+        send.set(inputs[me], stream=r.stream)
+        graph.launch(r.stream)
+        r.stream.synchronize()
+        assert np.array_equal(gathered.get(), np.concatenate([x[:count] for x in inputs])), "graph all_gather"
+        rs = sum(x[me * count : (me + 1) * count].astype(np.float64) for x in inputs)
+        assert np.array_equal(scattered.get(), rs), "graph reduce_scatter"
+        a2a = np.concatenate([x[me * count : (me + 1) * count] for x in inputs])
+        assert np.array_equal(shuffled.get(), a2a), "graph alltoall"
+        assert np.array_equal(ring.get(), inputs[(me - 1) % n][:count]), "graph sendrecv"
+    print("PASS graph: all_gather, reduce_scatter, alltoall and send/recv captured, replayed 20 times")
+
+
+def sendrecv_ring(r: Rank, send: cp.ndarray, recv: cp.ndarray, count: int) -> None:
+    lib, c, s = r.nccl.lib, r.comm.handle, ffi.cast("void*", r.stream.ptr)
+    r.nccl.check(lib.ncclGroupStart())
+    r.nccl.check(lib.ncclSend(ptr(send), count, 7, (r.rank + 1) % r.size, c, s), c)
+    r.nccl.check(lib.ncclRecv(ptr(recv), count, 7, (r.rank - 1) % r.size, c, s), c)
+    r.nccl.check(lib.ncclGroupEnd())
+
+
+def alltoallv_counts(n: int, scale: int) -> np.ndarray:
+    """counts[src][dst]: uneven, some zero, self included."""
+    i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    return ((i * 3 + j * 5) % 4) * scale + (i + j) % 2 * 3
+
+
+def scenario_p2p(r: Rank) -> None:
+    n, me = r.size, r.rank
+    lib, c, s = r.nccl.lib, r.comm.handle, ffi.cast("void*", r.stream.ptr)
+    for count in (1, 1000, (4 << 20) + 3):  # the last needs many steps and acks
+        send = cp.asarray(pattern(count, me).astype(np.float32))
+        recv = cp.full(count, 0x5A, dtype=cp.float32)
+        sendrecv_ring(r, send, recv, count)
+        r.stream.synchronize()
+        assert np.array_equal(recv.get(), pattern(count, (me - 1) % n)), f"ring count={count}"
+    for scale in (1, 30011):
+        counts = alltoallv_counts(n, scale)
+        sends = [cp.asarray((pattern(int(counts[me][p]), me * n + p)).astype(np.float32)) for p in range(n)]
+        recvs = [cp.full(int(counts[p][me]), 0x5A, dtype=cp.float32) for p in range(n)]
+        r.nccl.check(lib.ncclGroupStart())
+        for p in range(n):
+            r.nccl.check(lib.ncclSend(ptr(sends[p]), int(counts[me][p]), 7, p, c, s), c)
+            r.nccl.check(lib.ncclRecv(ptr(recvs[p]), int(counts[p][me]), 7, p, c, s), c)
+        r.nccl.check(lib.ncclGroupEnd())
+        r.stream.synchronize()
+        for p in range(n):
+            expected = pattern(int(counts[p][me]), p * n + me)
+            assert np.array_equal(recvs[p].get(), expected), f"alltoallv from {p}"
+    # Two transfers with the same peer in one group, in both directions: matched in call order.
+    peer = (me + 1) % n if me % 2 == 0 else (me - 1) % n
+    if n % 2 == 0:
+        a, b = (cp.asarray(pattern(777, me * 10 + k).astype(np.float32)) for k in range(2))
+        ra, rb = cp.zeros(777, dtype=cp.float32), cp.zeros(777, dtype=cp.float32)
+        r.nccl.check(lib.ncclGroupStart())
+        for buf, rbuf in ((a, ra), (b, rb)):
+            r.nccl.check(lib.ncclSend(ptr(buf), 777, 7, peer, c, s), c)
+            r.nccl.check(lib.ncclRecv(ptr(rbuf), 777, 7, peer, c, s), c)
+        r.nccl.check(lib.ncclGroupEnd())
+        r.stream.synchronize()
+        assert np.array_equal(ra.get(), pattern(777, peer * 10)), "first transfer with one peer"
+        assert np.array_equal(rb.get(), pattern(777, peer * 10 + 1)), "second transfer with one peer"
+    print("PASS p2p: ring up to 16 MiB, alltoallv with zero and self counts, repeated peers in a group")
+
+
+def scenario_groups(r: Rank) -> None:
+    """Nested groups mixing collectives and send/recv; a PreMulSum op destroyed before ncclGroupEnd."""
+    n, me = r.size, r.rank
+    lib = r.nccl.lib
+    count = 3001
+    x = cp.asarray(pattern(count, me).astype(np.float32))
+    summed = cp.zeros(count, dtype=cp.float32)
+    gathered = cp.zeros(count * n, dtype=cp.float32)
+    ring = cp.zeros(count, dtype=cp.float32)
+    scaled = cp.zeros(count, dtype=cp.float32)
+    op, keep = r.op_for("premulsum_host", "float32")
+    r.nccl.check(lib.ncclGroupStart())
+    r.all_reduce_raw(x, summed, count, "float32", 0)
+    r.nccl.check(lib.ncclGroupStart())
+    call(r, "all_gather", x, gathered, count, "float32")
+    sendrecv_ring(r, x, ring, count)
+    r.all_reduce_raw(x, scaled, count, "float32", op)
+    r.destroy_op(op)  # as nccl-tests does with its mulsum op
+    r.nccl.check(lib.ncclGroupEnd())
+    r.nccl.check(lib.ncclGroupEnd())
+    r.stream.synchronize()
+    del keep
+    inputs = [pattern(count, k) for k in range(n)]
+    assert np.array_equal(summed.get(), sum(inputs)), "group all_reduce"
+    assert np.array_equal(gathered.get(), np.concatenate(inputs)), "group all_gather"
+    assert np.array_equal(ring.get(), inputs[(me - 1) % n]), "group send/recv"
+    expected = sum(x * 0.5 * (k + 1) for k, x in enumerate(inputs))
+    assert np.allclose(scaled.get(), expected, rtol=1e-6), "group PreMulSum after destroy"
+    print("PASS groups: nested, collectives mixed with send/recv, PreMulSum destroyed before ncclGroupEnd")
+
+
+def scenario_threads(r: Rank) -> None:
+    """Several threads each driving its own communicator at the same time."""
+    comms = [r.comm.split(0, r.rank) for _ in range(3)]
+    errors: list[BaseException] = []
+
+    def drive(k: int) -> None:
+        try:
+            stream = cp.cuda.Stream(non_blocking=True)
+            with stream:
+                for it in range(20):
+                    data = cp.asarray((pattern(5000 + k, r.rank) + it).astype(np.float32))
+                    r.nccl.check(
+                        r.nccl.lib.ncclAllReduce(
+                            ptr(data),
+                            ptr(data),
+                            data.size,
+                            7,
+                            0,
+                            comms[k].handle,
+                            ffi.cast("void*", stream.ptr),
+                        ),
+                        comms[k].handle,
+                    )
+                    stream.synchronize()
+                    expected = sum(pattern(5000 + k, q) + it for q in range(r.size))
+                    assert np.array_equal(data.get(), expected), f"thread {k} iteration {it}"
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=drive, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors[0]
+    for comm in comms:
+        comm.destroy()
+    print("PASS threads: three threads, three communicators, at once")
+
+
+SCENARIOS = {
+    "matrix": scenario_matrix,
+    "large": scenario_large,
+    "graph": scenario_graph,
+    "p2p": scenario_p2p,
+    "groups": scenario_groups,
+    "threads": scenario_threads,
+}
+
+
+def main() -> None:
+    names = sys.argv[1:] or list(SCENARIOS)
+    r = Rank()
+    for name in names:
+        t0 = time.monotonic()
+        SCENARIOS[name](r)
+        if r.rank == 0:
+            print(f"  ({name} took {time.monotonic() - t0:.1f}s)", flush=True)
+    r.comm.destroy()
+
+
+if __name__ == "__main__":
+    main()

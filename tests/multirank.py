@@ -1,0 +1,33 @@
+"""Runs a worker script as N ranks through the project's launcher (several ranks share a GPU under
+MPS), with bounded waits so that a deadlock fails in seconds."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_ranks(
+    nranks: int, worker: Path, *args: str, timeout: float = 600, env: dict[str, str] | None = None
+) -> str:
+    full_env = dict(os.environ)
+    full_env.setdefault("MSCCLPP_NCCL_WAIT_TIMEOUT", "60")
+    full_env.setdefault("MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT", "60")
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
+    full_env.update(env or {})
+    cmd = [sys.executable, "-m", "mscclpp_nccl.run", "-n", str(nranks), "--mps", "--timeout", str(timeout)]
+    cmd += ["--", sys.executable, str(worker), *args]
+    proc = subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout + 30)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-6000:]
+    return output
+
+
+def assert_all_passed(output: str, scenarios: list[str], nranks: int) -> None:
+    for name in scenarios:
+        passes = output.count(f"PASS {name}")
+        assert passes == nranks, f"{name}: {passes} of {nranks} ranks passed\n{output[-6000:]}"
