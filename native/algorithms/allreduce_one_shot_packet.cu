@@ -21,6 +21,7 @@ __global__ void __launch_bounds__(kPacketThreads)
   BoundedWait wait(comm.wait);
 
   for (int round = 0; round < rounds; ++round) {
+    __syncthreads();  // every packet sent below certifies that the whole block finished the last step
     const uint32_t flag = stepFlag(base, round + 1);
     const size_t first = (static_cast<size_t>(round) * gridDim.x + blockIdx.x) * comm.slotPackets;
     const size_t n = first < words ? min(words - first, comm.slotPackets) : 0;

@@ -32,6 +32,7 @@ __global__ void __launch_bounds__(kPacketThreads)
   };
 
   for (int round = 0; round < rounds; ++round) {
+    __syncthreads();
     const uint32_t scatterFlag = stepFlag(base, 2 * round + 1);
     const uint32_t gatherFlag = stepFlag(base, 2 * round + 2);
     const size_t offset = (static_cast<size_t>(round) * gridDim.x + blockIdx.x) * comm.slotPackets;
@@ -46,6 +47,7 @@ __global__ void __launch_bounds__(kPacketThreads)
       }
     }
 
+    __syncthreads();  // see the one-shot kernel: packets certify the whole block's progress
     const size_t mine = wordsIn(comm.rank, offset);
     for (size_t i = threadIdx.x; i < mine; i += blockDim.x) {
       size_t word = comm.rank * segmentWords + offset + i;

@@ -26,6 +26,8 @@ __global__ void __launch_bounds__(kPacketThreads)
   auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7) == 0; };
 
   for (int round = 0; round < rounds; ++round) {
+    // A token certifies its whole block: no thread may still read the previous step when one is sent.
+    __syncthreads();
     const uint32_t flag = stepFlag(base, round + 1);
     const size_t first = (static_cast<size_t>(round) * gridDim.x + blockIdx.x) * comm.slotPackets;
     const size_t n = first < words ? min(words - first, comm.slotPackets) : 0;

@@ -95,8 +95,11 @@ __global__ void __launch_bounds__(kPacketThreads) p2pKernel(P2pComm comm, P2pLan
   if (threadIdx.x != 0) return;
   for (int l = blockIdx.x; l < lanes.count; l += gridDim.x) {
     const P2pLane& lane = lanes.lane[l];
+    // Only the steps in which this lane block moved data (and was acknowledged) count: a later
+    // transfer waits for the ack of its step s-2, which must then exist.
     size_t words = divCeil(lane.bytes, kPacketPayloadBytes);
-    uint64_t laneSteps = divCeil(words, slotWords * lane.laneBlocks);
+    size_t skipped = static_cast<size_t>(lane.laneBlock) * slotWords;
+    uint64_t laneSteps = words > skipped ? divCeil(words - skipped, slotWords * lane.laneBlocks) : 0;
     uint64_t* counter =
         (lane.isSend ? comm.sendSteps : comm.recvSteps) + lane.peer * kMaxPacketBlocks + lane.laneBlock;
     *counter += laneSteps;
