@@ -42,7 +42,36 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
                 "communicator spans several hosts: mscclpp-nccl serves one host natively and has no "
                 "fallback NCCL loaded");
 
-  const size_t slotPackets = slotPacketsFor(nranks_);
+  // Every rank must lay out scratch and cut messages alike: agree on the slot size (the smallest
+  // asked for), the grid cap (the tightest GPU) and the tuning overrides.
+  cudaDeviceProp prop;
+  MSCCLPP_CUDA_TRY(cudaGetDeviceProperties(&prop, device_));
+  int maxRanksPerGpu = 1, maxBlocks = kMaxPacketBlocks;
+  for (int r = 0; r < nranks_; ++r) {
+    int sharing = 0;
+    for (int q = 0; q < nranks_; ++q) sharing += topology_.sameGpu(r, q) ? 1 : 0;
+    maxRanksPerGpu = std::max(maxRanksPerGpu, sharing);
+    maxBlocks = std::min(maxBlocks, std::max(1, topology_.ranks[r].smCount / sharing));
+  }
+  selector_.init(prop.name, nranks_, maxRanksPerGpu, maxBlocks);
+  struct Agreement {
+    uint64_t slotPackets;
+    uint64_t tuning;
+  };
+  std::vector<Agreement> agreements(nranks_);
+  agreements[rank_] = {slotPacketsFor(nranks_), selector_.fingerprint()};
+  MSCCLPP_TRY(bootstrap_->allGather(agreements.data(), sizeof(Agreement)));
+  size_t slotPackets = agreements[0].slotPackets;
+  bool sameTuning = true;
+  for (const Agreement& a : agreements) {
+    slotPackets = std::min<size_t>(slotPackets, a.slotPackets);
+    sameTuning = sameTuning && a.tuning == agreements[0].tuning;
+  }
+  if (!sameTuning) {
+    if (rank_ == 0) logWarn("ranks see different MSCCLPP_NCCL_ALGO or tuning tables; all use built-in rules");
+    selector_.dropOverrides();
+  }
+  selector_.setSlotPackets(slotPackets);
   MSCCLPP_TRY(
       PeerBuffer::create(*bootstrap_, topology_, packetScratchBytes(nranks_, slotPackets), &scratch_));
 
@@ -85,14 +114,10 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
   p2pComm_.sendSteps = deviceCounters_ + 2;
   p2pComm_.recvSteps = deviceCounters_ + 2 + static_cast<size_t>(nranks_) * kMaxPacketBlocks;
 
-  // Every rank's kernels must fit on its GPU at once, or ranks that wait on each other deadlock.
-  int smCount = topology_.ranks[rank_].smCount;
-  selector_.maxBlocks = std::clamp(smCount / topology_.ranksOnMyGpu, 1, kMaxPacketBlocks);
-
   MSCCLPP_CUDA_TRY(cudaDeviceSynchronize());
   MSCCLPP_TRY(bootstrap_->barrier());
   MSCCLPP_INFO(kInit, "rank %d/%d on GPU %d (%d ranks on it): %zu-packet slots, up to %d blocks", rank_,
-               nranks_, device_, topology_.ranksOnMyGpu, slotPackets, selector_.maxBlocks);
+               nranks_, device_, topology_.ranksOnMyGpu, slotPackets, selector_.maxBlocks());
   return Status::kSuccess;
 }
 
@@ -121,16 +146,16 @@ Status Communicator::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
   return runAllReduce(packetComm_, selector_, args, stream);
 }
 
-Status Communicator::exchange(const ExchangeArgs& args, cudaStream_t stream) {
+Status Communicator::exchange(Collective collective, const ExchangeArgs& args, cudaStream_t stream) {
   if (args.rangeBytes == 0) return Status::kSuccess;
-  return runExchange(packetComm_, selector_, args, stream);
+  return runExchange(packetComm_, selector_, collective, args, stream);
 }
 
 Status Communicator::sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream) {
   for (const P2pOp& op : ops)
     if (op.peer < 0 || op.peer >= nranks_)
       return fail(Status::kInvalidArgument, "peer %d is not a rank of this communicator", op.peer);
-  return launchP2p(p2pComm_, ops, selector_.maxBlocks, stream);
+  return launchP2p(p2pComm_, ops, selector_.maxBlocks(), stream);
 }
 
 Status Communicator::asyncError() const {

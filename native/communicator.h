@@ -41,7 +41,7 @@ class Communicator {
   // Collectives and point-to-point transfers. Each enqueues on `stream` and never synchronizes the
   // host; empty calls enqueue nothing (every rank of a collective sees the same count).
   Status allReduce(const AllReduceArgs& args, cudaStream_t stream);
-  Status exchange(const ExchangeArgs& args, cudaStream_t stream);
+  Status exchange(Collective collective, const ExchangeArgs& args, cudaStream_t stream);
   // One group's sends and receives; at most one per peer and direction (see splitP2pPasses).
   Status sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream);
 
@@ -75,7 +75,7 @@ class Communicator {
   P2pComm p2pComm_{};
   std::vector<void*> peerAckPointers_;
   void** deviceAckTable_ = nullptr;
-  SelectorContext selector_{};
+  AlgorithmSelector selector_;
 };
 
 }  // namespace mscclpp_nccl

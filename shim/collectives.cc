@@ -48,10 +48,11 @@ ncclResult_t checkScaledCount(ncclComm* comm, ncclDataType_t type, size_t count,
   return checkTypeAndCount(type, count * comm->nranks, function);
 }
 
-ncclResult_t runExchange(ncclComm* comm, const mscclpp_nccl::ExchangeArgs& args, cudaStream_t stream,
-                         const char* function) {
-  return enqueue(comm, stream, function,
-                 [args, stream](Communicator& impl) { return impl.exchange(args, stream); });
+ncclResult_t runExchange(ncclComm* comm, mscclpp_nccl::Collective collective,
+                         const mscclpp_nccl::ExchangeArgs& args, cudaStream_t stream, const char* function) {
+  return enqueue(comm, stream, function, [collective, args, stream](Communicator& impl) {
+    return impl.exchange(collective, args, stream);
+  });
 }
 
 DataType native(ncclDataType_t type) { return static_cast<DataType>(type); }
@@ -100,8 +101,9 @@ ncclResult_t allGather(const void* sendbuff, void* recvbuff, size_t sendcount, n
                        ncclComm_t comm, cudaStream_t stream, const char* function) {
   RETURN_IF_FAILED(checkCollective(comm, datatype, sendcount, sendbuff, recvbuff, function));
   RETURN_IF_FAILED(checkScaledCount(comm, datatype, sendcount, function));
-  return runExchange(comm, mscclpp_nccl::planAllGather(sendbuff, recvbuff, sendcount, native(datatype)),
-                     stream, function);
+  return runExchange(comm, mscclpp_nccl::Collective::kAllGather,
+                     mscclpp_nccl::planAllGather(sendbuff, recvbuff, sendcount, native(datatype)), stream,
+                     function);
 }
 
 ncclResult_t reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
@@ -111,15 +113,17 @@ ncclResult_t reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcoun
   ReduceOp reduceOp;
   RETURN_IF_FAILED(resolveReduceOp(comm, op, datatype, function, &reduceOp));
   return runExchange(
-      comm, mscclpp_nccl::planReduceScatter(sendbuff, recvbuff, recvcount, native(datatype), reduceOp),
-      stream, function);
+      comm, mscclpp_nccl::Collective::kReduceScatter,
+      mscclpp_nccl::planReduceScatter(sendbuff, recvbuff, recvcount, native(datatype), reduceOp), stream,
+      function);
 }
 
 ncclResult_t alltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                       ncclComm_t comm, cudaStream_t stream, const char* function) {
   RETURN_IF_FAILED(checkCollective(comm, datatype, count, sendbuff, recvbuff, function));
   RETURN_IF_FAILED(checkScaledCount(comm, datatype, count, function));
-  return runExchange(comm, mscclpp_nccl::planAlltoAll(sendbuff, recvbuff, count, native(datatype)), stream,
+  return runExchange(comm, mscclpp_nccl::Collective::kAlltoAll,
+                     mscclpp_nccl::planAlltoAll(sendbuff, recvbuff, count, native(datatype)), stream,
                      function);
 }
 
@@ -131,8 +135,9 @@ ncclResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count, ncclD
   RETURN_IF_FAILED(
       checkCollective(comm, datatype, count, isRoot ? sendbuff : sentinel(), recvbuff, function));
   return runExchange(
-      comm, mscclpp_nccl::planBroadcast(comm->rank, sendbuff, recvbuff, count, native(datatype), root),
-      stream, function);
+      comm, mscclpp_nccl::Collective::kBroadcast,
+      mscclpp_nccl::planBroadcast(comm->rank, sendbuff, recvbuff, count, native(datatype), root), stream,
+      function);
 }
 
 ncclResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
@@ -145,7 +150,8 @@ ncclResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, ncclData
   ReduceOp reduceOp;
   RETURN_IF_FAILED(resolveReduceOp(comm, op, datatype, function, &reduceOp));
   return runExchange(
-      comm, mscclpp_nccl::planReduce(comm->rank, sendbuff, recvbuff, count, native(datatype), reduceOp, root),
+      comm, mscclpp_nccl::Collective::kReduce,
+      mscclpp_nccl::planReduce(comm->rank, sendbuff, recvbuff, count, native(datatype), reduceOp, root),
       stream, function);
 }
 
@@ -157,7 +163,7 @@ ncclResult_t gather(const void* sendbuff, void* recvbuff, size_t count, ncclData
   RETURN_IF_FAILED(
       checkCollective(comm, datatype, count, sendbuff, isRoot ? recvbuff : sentinel(), function));
   RETURN_IF_FAILED(checkScaledCount(comm, datatype, count, function));
-  return runExchange(comm,
+  return runExchange(comm, mscclpp_nccl::Collective::kGather,
                      mscclpp_nccl::planGather(comm->rank, sendbuff, recvbuff, count, native(datatype), root),
                      stream, function);
 }
@@ -170,7 +176,7 @@ ncclResult_t scatter(const void* sendbuff, void* recvbuff, size_t count, ncclDat
   RETURN_IF_FAILED(
       checkCollective(comm, datatype, count, isRoot ? sendbuff : sentinel(), recvbuff, function));
   RETURN_IF_FAILED(checkScaledCount(comm, datatype, count, function));
-  return runExchange(comm,
+  return runExchange(comm, mscclpp_nccl::Collective::kScatter,
                      mscclpp_nccl::planScatter(comm->rank, sendbuff, recvbuff, count, native(datatype), root),
                      stream, function);
 }

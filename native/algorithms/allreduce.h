@@ -19,9 +19,12 @@ struct AllReduceArgs {
   ReduceOp op;
 };
 
+// How a packet kernel is launched: its grid, and how many words each block moves per peer in one
+// step (at most the scratch slot; smaller chunks mean more, shorter steps).
 struct LaunchShape {
   int blocks;
   int threads;
+  size_t chunkWords;
 };
 
 // One-shot: every rank sends its whole input to every peer in LL packets and reduces all inputs

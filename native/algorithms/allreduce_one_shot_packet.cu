@@ -6,11 +6,11 @@
 namespace mscclpp_nccl {
 namespace {
 
-// Each round moves up to slotPackets words per block. Thread t handles the same words in the send
+// Each round moves up to chunkWords words per block. Thread t handles the same words in the send
 // and the reduce loop, so an in-place call reads each input word before it overwrites it.
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kPacketThreads)
-    allReduceOneShotPacketKernel(PacketComm comm, AllReduceArgs args, int rounds) {
+    allReduceOneShotPacketKernel(PacketComm comm, AllReduceArgs args, size_t chunkWords, int rounds) {
   const size_t bytes = args.count * sizeof(T);
   const size_t words = divCeil(bytes, kPacketPayloadBytes);
   const bool sendAligned = (reinterpret_cast<uintptr_t>(args.send) & 7) == 0;
@@ -23,8 +23,8 @@ __global__ void __launch_bounds__(kPacketThreads)
   for (int round = 0; round < rounds; ++round) {
     __syncthreads();  // every packet sent below certifies that the whole block finished the last step
     const uint32_t flag = stepFlag(base, round + 1);
-    const size_t first = (static_cast<size_t>(round) * gridDim.x + blockIdx.x) * comm.slotPackets;
-    const size_t n = first < words ? min(words - first, comm.slotPackets) : 0;
+    const size_t first = (static_cast<size_t>(round) * gridDim.x + blockIdx.x) * chunkWords;
+    const size_t n = first < words ? min(words - first, chunkWords) : 0;
 
     for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
       uint2 mine = loadContribution<T>(args, bytes, sendAligned, first + i, scalar);
@@ -65,8 +65,9 @@ struct OneShotLauncher {
   template <typename T, typename Op>
   cudaError_t run() {
     size_t words = divCeil(args.count * sizeof(T), kPacketPayloadBytes);
-    int rounds = static_cast<int>(divCeil(words, comm.slotPackets * shape.blocks));
-    allReduceOneShotPacketKernel<T, Op><<<shape.blocks, shape.threads, 0, stream>>>(comm, args, rounds);
+    int rounds = static_cast<int>(divCeil(words, shape.chunkWords * shape.blocks));
+    allReduceOneShotPacketKernel<T, Op>
+        <<<shape.blocks, shape.threads, 0, stream>>>(comm, args, shape.chunkWords, rounds);
     return cudaGetLastError();
   }
 };

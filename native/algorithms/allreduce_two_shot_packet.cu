@@ -7,13 +7,14 @@ namespace mscclpp_nccl {
 namespace {
 
 // The input is cut into nranks segments of `segmentWords` words; rank r owns segment r. Each round,
-// block b handles words [offset, offset + slotPackets) of every segment:
+// block b handles words [offset, offset + chunkWords) of every segment:
 //   step 1: send those words of segment p to rank p; reduce this rank's segment in rank order;
 //   step 2: send the reduced words to every peer; store the peers' reduced words.
 // Thread t handles the same (segment, word) pairs in every loop, so in-place calls are safe.
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kPacketThreads)
-    allReduceTwoShotPacketKernel(PacketComm comm, AllReduceArgs args, size_t segmentWords, int rounds) {
+    allReduceTwoShotPacketKernel(PacketComm comm, AllReduceArgs args, size_t segmentWords, size_t chunkWords,
+                                 int rounds) {
   const size_t bytes = args.count * sizeof(T);
   const size_t words = divCeil(bytes, kPacketPayloadBytes);
   const bool sendAligned = (reinterpret_cast<uintptr_t>(args.send) & 7) == 0;
@@ -28,14 +29,14 @@ __global__ void __launch_bounds__(kPacketThreads)
   auto wordsIn = [&](int segment, size_t offset) -> size_t {
     size_t start = segment * segmentWords + offset;
     size_t end = min(words, (segment + 1) * segmentWords);
-    return start < end ? min(end - start, comm.slotPackets) : 0;
+    return start < end ? min(end - start, chunkWords) : 0;
   };
 
   for (int round = 0; round < rounds; ++round) {
     __syncthreads();
     const uint32_t scatterFlag = stepFlag(base, 2 * round + 1);
     const uint32_t gatherFlag = stepFlag(base, 2 * round + 2);
-    const size_t offset = (static_cast<size_t>(round) * gridDim.x + blockIdx.x) * comm.slotPackets;
+    const size_t offset = (static_cast<size_t>(round) * gridDim.x + blockIdx.x) * chunkWords;
 
     for (int k = 1; k < comm.nranks; ++k) {
       int peer = (comm.rank + k) % comm.nranks;
@@ -99,9 +100,9 @@ struct TwoShotLauncher {
   cudaError_t run() {
     size_t words = divCeil(args.count * sizeof(T), kPacketPayloadBytes);
     size_t segmentWords = divCeil(words, comm.nranks);
-    int rounds = static_cast<int>(divCeil(segmentWords, comm.slotPackets * shape.blocks));
+    int rounds = static_cast<int>(divCeil(segmentWords, shape.chunkWords * shape.blocks));
     allReduceTwoShotPacketKernel<T, Op>
-        <<<shape.blocks, shape.threads, 0, stream>>>(comm, args, segmentWords, rounds);
+        <<<shape.blocks, shape.threads, 0, stream>>>(comm, args, segmentWords, shape.chunkWords, rounds);
     return cudaGetLastError();
   }
 };

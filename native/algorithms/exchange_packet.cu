@@ -13,7 +13,7 @@ namespace {
 // calls read each word before they overwrite it.
 template <typename T, typename Op, bool kReduce>
 __global__ void __launch_bounds__(kPacketThreads)
-    exchangeKernel(PacketComm comm, ExchangeArgs args, int rounds) {
+    exchangeKernel(PacketComm comm, ExchangeArgs args, size_t chunkWords, int rounds) {
   const int me = comm.rank;
   const size_t words = divCeil(args.rangeBytes, kPacketPayloadBytes);
   const auto scalar =
@@ -29,8 +29,8 @@ __global__ void __launch_bounds__(kPacketThreads)
     // A token certifies its whole block: no thread may still read the previous step when one is sent.
     __syncthreads();
     const uint32_t flag = stepFlag(base, round + 1);
-    const size_t first = (static_cast<size_t>(round) * gridDim.x + blockIdx.x) * comm.slotPackets;
-    const size_t n = first < words ? min(words - first, comm.slotPackets) : 0;
+    const size_t first = (static_cast<size_t>(round) * gridDim.x + blockIdx.x) * chunkWords;
+    const size_t n = first < words ? min(words - first, chunkWords) : 0;
 
     for (int k = 1; k < comm.nranks; ++k) {
       const int peer = (me + k) % comm.nranks;
@@ -116,8 +116,9 @@ struct ExchangeLauncher {
   template <typename T, typename Op>
   cudaError_t run() {
     size_t words = divCeil(args.rangeBytes, kPacketPayloadBytes);
-    int rounds = static_cast<int>(divCeil(words, comm.slotPackets * shape.blocks));
-    exchangeKernel<T, Op, kReduce><<<shape.blocks, shape.threads, 0, stream>>>(comm, args, rounds);
+    int rounds = static_cast<int>(divCeil(words, shape.chunkWords * shape.blocks));
+    exchangeKernel<T, Op, kReduce>
+        <<<shape.blocks, shape.threads, 0, stream>>>(comm, args, shape.chunkWords, rounds);
     return cudaGetLastError();
   }
 };

@@ -112,14 +112,14 @@ def nccl_type(a: cp.ndarray) -> int:
     return NCCL_TYPE[a.dtype]
 
 
-def cupy_unique_id_forms(hex_text: str) -> list[tuple[int, ...]]:
-    """Our unique id as the tuple of 128 C `char` values CuPy's NcclCommunicator takes: signed where char
-    is signed (x86-64, as cupy.cuda.nccl.get_unique_id() returns it there), unsigned elsewhere."""
+def cupy_unique_id_forms(hex_text: str) -> list[bytes | tuple[int, ...]]:
+    """Our unique id in the forms CuPy's NcclCommunicator has taken: bytes (CuPy 14), or a tuple of 128
+    C `char` values, signed where char is signed (x86-64), unsigned elsewhere (older CuPy)."""
     raw = bytes.fromhex(hex_text.strip())
     if len(raw) != 128:
         raise ValueError(f"a unique id has 128 bytes, MSCCLPP_NCCL_UNIQUE_ID has {len(raw)}")
     signed = tuple(b - 256 if b > 127 else b for b in raw)
-    return [signed, tuple(raw)]
+    return [raw, signed, tuple(raw)]
 
 
 def communicator(nranks: int, hex_text: str, rank: int) -> nccl.NcclCommunicator:
@@ -127,7 +127,7 @@ def communicator(nranks: int, hex_text: str, rank: int) -> nccl.NcclCommunicator
     for form in cupy_unique_id_forms(hex_text):
         try:
             return nccl.NcclCommunicator(nranks, form, rank)
-        except OverflowError as e:  # C char of the other signedness; nothing was called yet
+        except (OverflowError, TypeError) as e:  # another CuPy's form; nothing was called yet
             error = e
     raise AssertionError(f"CuPy took neither form of the unique id: {error}")
 

@@ -1,0 +1,60 @@
+#include "native/algorithms/registry.h"
+
+#include <cstdint>
+
+namespace mscclpp_nccl {
+namespace {
+
+constexpr uint32_t bit(Collective c) { return 1u << static_cast<int>(c); }
+
+const char* const kCollectiveNames[kNumCollectives] = {"all_reduce", "all_gather", "reduce_scatter",
+                                                       "alltoall",   "broadcast",  "reduce",
+                                                       "gather",     "scatter",    "sendrecv"};
+
+}  // namespace
+
+const char* collectiveName(Collective collective) { return kCollectiveNames[static_cast<int>(collective)]; }
+
+bool collectiveFromName(const std::string& name, Collective* out) {
+  for (int c = 0; c < kNumCollectives; ++c) {
+    if (name == kCollectiveNames[c]) {
+      *out = static_cast<Collective>(c);
+      return true;
+    }
+  }
+  return false;
+}
+
+const std::vector<Algorithm>& algorithms() {
+  static const std::vector<Algorithm> kAlgorithms = {
+      {AlgorithmId::kAllReduceOneShotPacket, "allreduce_one_shot_packet", bit(Collective::kAllReduce),
+       1 << 16, SIZE_MAX, 1, false,
+       "every rank sends all of its input to every peer in LL packets; one step"},
+      {AlgorithmId::kAllReduceTwoShotPacket, "allreduce_two_shot_packet", bit(Collective::kAllReduce),
+       1 << 16, SIZE_MAX, 1, false, "reduce-scatter then all-gather in LL packets; two steps per chunk"},
+      {AlgorithmId::kExchangePacket, "exchange_packet",
+       bit(Collective::kAllGather) | bit(Collective::kReduceScatter) | bit(Collective::kAlltoAll) |
+           bit(Collective::kBroadcast) | bit(Collective::kReduce) | bit(Collective::kGather) |
+           bit(Collective::kScatter),
+       1 << 16, SIZE_MAX, 1, false, "equal ranges between ranks in LL packets, tokens where no data flows"},
+      {AlgorithmId::kP2pPacket, "p2p_packet", bit(Collective::kSendRecv), 1 << 16, SIZE_MAX, 1, false,
+       "per-peer lanes of LL packets with acknowledgements, one fused kernel per group"},
+  };
+  return kAlgorithms;
+}
+
+const Algorithm* findAlgorithm(const std::string& name) {
+  for (const Algorithm& a : algorithms())
+    if (name == a.name) return &a;
+  return nullptr;
+}
+
+const Algorithm& algorithm(AlgorithmId id) { return algorithms()[static_cast<int>(id)]; }
+
+std::vector<std::string> algorithmNames() {
+  std::vector<std::string> names;
+  for (const Algorithm& a : algorithms()) names.push_back(a.name);
+  return names;
+}
+
+}  // namespace mscclpp_nccl

@@ -1,0 +1,57 @@
+// Every algorithm the library has, with the conditions it accepts. The selector picks among them;
+// the tuning table and MSCCLPP_NCCL_ALGO name them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mscclpp_nccl {
+
+enum class Collective : int {
+  kAllReduce = 0,
+  kAllGather,
+  kReduceScatter,
+  kAlltoAll,
+  kBroadcast,
+  kReduce,
+  kGather,
+  kScatter,
+  kSendRecv,
+};
+constexpr int kNumCollectives = 9;
+
+// nccl-tests' names: all_reduce, all_gather, ..., sendrecv.
+const char* collectiveName(Collective collective);
+bool collectiveFromName(const std::string& name, Collective* out);
+
+enum class AlgorithmId : int {
+  kAllReduceOneShotPacket,
+  kAllReduceTwoShotPacket,
+  kExchangePacket,
+  kP2pPacket
+};
+
+struct Algorithm {
+  AlgorithmId id;
+  const char* name;
+  uint32_t collectives;  // bit c: serves Collective c
+  int maxRanks;          // largest communicator it accepts
+  size_t maxBytes;       // largest message it accepts (SIZE_MAX: any)
+  size_t alignment;      // buffer alignment it needs, in bytes (1: any element offset)
+  bool needsRegisteredBuffers;
+  const char* summary;
+
+  bool serves(Collective collective) const { return (collectives >> static_cast<int>(collective)) & 1u; }
+  bool accepts(Collective collective, int nranks, size_t bytes) const {
+    return serves(collective) && nranks <= maxRanks && bytes <= maxBytes;
+  }
+};
+
+const std::vector<Algorithm>& algorithms();
+const Algorithm* findAlgorithm(const std::string& name);
+const Algorithm& algorithm(AlgorithmId id);
+std::vector<std::string> algorithmNames();
+
+}  // namespace mscclpp_nccl

@@ -1,0 +1,180 @@
+// Test driver for the tuning table and the JSON parser (tests/test_tuning_table.py builds it with g++).
+//
+//   tuning_driver TABLE [ALGORITHM...]
+//     Loads TABLE, knowing ALGORITHM... (default: the four packet algorithms), then answers lookups read
+//     from stdin, one per line: "GPU NAME nranks ranksPerGpu collective dtypeBytes bytes" (the GPU name
+//     may contain spaces) with "algorithm blocks threads chunkBytes" or "none". Every lookup also goes
+//     through filtered() and the per-call form, and prints "MISMATCH" if they disagree.
+//   tuning_driver --json FILE
+//     Parses FILE and prints it back as compact JSON (floats always with '.' or an exponent, so that
+//     Python's json reads the same int/float types).
+// On failure either mode prints "ERROR <message>" and exits 1 (the status goes to stderr).
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "native/algorithms/tuning_table.h"
+#include "native/common/json.h"
+#include "native/common/logging.h"
+
+using mscclpp_nccl::JsonValue;
+using mscclpp_nccl::Status;
+using mscclpp_nccl::TuningChoice;
+using mscclpp_nccl::TuningKey;
+using mscclpp_nccl::TuningTable;
+
+namespace {
+
+void dumpString(const std::string& text, std::string* out) {
+  out->push_back('"');
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(static_cast<char>(c));
+    } else if (c < 0x20) {
+      char escape[8];
+      snprintf(escape, sizeof(escape), "\\u%04x", c);
+      *out += escape;
+    } else {
+      out->push_back(static_cast<char>(c));
+    }
+  }
+  out->push_back('"');
+}
+
+void dump(const JsonValue& value, std::string* out) {
+  switch (value.type()) {
+    case JsonValue::Type::kNull:
+      *out += "null";
+      break;
+    case JsonValue::Type::kBool:
+      *out += value.asBool() ? "true" : "false";
+      break;
+    case JsonValue::Type::kNumber: {
+      if (value.isInteger()) {
+        *out += std::to_string(value.asInt64());
+        break;
+      }
+      char number[64];
+      snprintf(number, sizeof(number), "%.17g", value.asDouble());
+      *out += number;
+      if (std::string(number).find_first_of(".en") == std::string::npos) *out += ".0";
+      break;
+    }
+    case JsonValue::Type::kString:
+      dumpString(value.asString(), out);
+      break;
+    case JsonValue::Type::kArray: {
+      *out += '[';
+      const char* separator = "";
+      for (const JsonValue& item : value.asArray()) {
+        *out += separator;
+        dump(item, out);
+        separator = ",";
+      }
+      *out += ']';
+      break;
+    }
+    case JsonValue::Type::kObject: {
+      *out += '{';
+      const char* separator = "";
+      for (const JsonValue::Member& member : value.asObject()) {
+        *out += separator;
+        dumpString(member.first, out);
+        *out += ':';
+        dump(member.second, out);
+        separator = ",";
+      }
+      *out += '}';
+      break;
+    }
+  }
+}
+
+int error(const std::string& message, int status) {
+  printf("ERROR %s\n", message.c_str());
+  fprintf(stderr, "status %d\n", status);
+  return 1;
+}
+
+int dumpJson(const char* path) {
+  FILE* file = fopen(path, "rb");
+  if (!file) return error(std::string("cannot open ") + path, static_cast<int>(Status::kSystemError));
+  std::string text;
+  char buffer[65536];
+  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), file)) > 0;) text.append(buffer, n);
+  fclose(file);
+  JsonValue value;
+  std::string message;
+  if (!mscclpp_nccl::parseJson(text, &value, &message))
+    return error(message, static_cast<int>(Status::kInvalidArgument));
+  std::string out;
+  dump(value, &out);
+  printf("%s\n", out.c_str());
+  return 0;
+}
+
+std::string describe(const TuningChoice* choice) {
+  if (!choice) return "none";
+  return choice->algorithm + " " + std::to_string(choice->blocks) + " " + std::to_string(choice->threads) +
+         " " + std::to_string(choice->chunkBytes);
+}
+
+// "GPU NAME nranks ranksPerGpu collective dtypeBytes bytes": the last five words are fixed, the rest is the
+// name.
+bool parseQuery(const std::string& line, TuningKey* key) {
+  std::istringstream words(line);
+  std::vector<std::string> parts;
+  for (std::string word; words >> word;) parts.push_back(word);
+  if (parts.size() < 6) return false;
+  size_t n = parts.size();
+  key->gpu.clear();
+  for (size_t i = 0; i + 5 < n; ++i) key->gpu += (i ? " " : "") + parts[i];
+  char* end = nullptr;
+  key->nranks = static_cast<int>(strtol(parts[n - 5].c_str(), &end, 10));
+  key->ranksPerGpu = static_cast<int>(strtol(parts[n - 4].c_str(), &end, 10));
+  key->collective = parts[n - 3];
+  key->dtypeBytes = static_cast<int>(strtol(parts[n - 2].c_str(), &end, 10));
+  key->bytes = strtoull(parts[n - 1].c_str(), &end, 10);
+  return *end == '\0';
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 3 && std::string(argv[1]) == "--json") return dumpJson(argv[2]);
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s TABLE [ALGORITHM...] | --json FILE\n", argv[0]);
+    return 2;
+  }
+  std::vector<std::string> known(argv + 2, argv + argc);
+  if (known.empty())
+    known = {"allreduce_one_shot_packet", "allreduce_two_shot_packet", "exchange_packet", "p2p_packet"};
+  TuningTable table;
+  Status status = TuningTable::load(argv[1], known, &table);
+  if (status != Status::kSuccess) {
+    if (table.entryCount() != 0 || !table.source.empty()) return error("table not left empty", 3);
+    return error(mscclpp_nccl::lastError(), static_cast<int>(status));
+  }
+  fprintf(stderr, "loaded %zu entries from %s\n", table.entryCount(), table.source.c_str());
+
+  for (std::string line; std::getline(std::cin, line);) {
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    TuningKey key;
+    if (!parseQuery(line, &key)) {
+      printf("BAD QUERY %s\n", line.c_str());
+      continue;
+    }
+    TuningChoice full;
+    const TuningChoice* viaKey = table.lookup(key, &full) ? &full : nullptr;
+    TuningTable mine = table.filtered(key.gpu, key.nranks, key.ranksPerGpu);
+    const TuningChoice* viaFiltered = mine.find(key.collective.c_str(), key.dtypeBytes, key.bytes);
+    std::string answer = describe(viaKey);
+    if (answer != describe(viaFiltered)) answer = "MISMATCH " + answer + " / " + describe(viaFiltered);
+    printf("%s\n", answer.c_str());
+  }
+  return 0;
+}
