@@ -5,6 +5,8 @@
 //     from stdin, one per line: "GPU NAME nranks ranksPerGpu collective dtypeBytes bytes" (the GPU name
 //     may contain spaces) with "algorithm blocks threads chunkBytes" or "none". Every lookup also goes
 //     through filtered() and the per-call form, and prints "MISMATCH" if they disagree.
+//   tuning_driver --parse TABLE [ALGORITHM...]
+//     The same, but reads TABLE itself and goes through TuningTable::parse.
 //   tuning_driver --json FILE
 //     Parses FILE and prints it back as compact JSON (floats always with '.' or an exponent, so that
 //     Python's json reads the same int/float types).
@@ -100,13 +102,18 @@ int error(const std::string& message, int status) {
   return 1;
 }
 
-int dumpJson(const char* path) {
-  FILE* file = fopen(path, "rb");
-  if (!file) return error(std::string("cannot open ") + path, static_cast<int>(Status::kSystemError));
+std::string readFile(const char* path) {
   std::string text;
-  char buffer[65536];
-  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), file)) > 0;) text.append(buffer, n);
-  fclose(file);
+  if (FILE* file = fopen(path, "rb")) {
+    char buffer[65536];
+    for (size_t n; (n = fread(buffer, 1, sizeof(buffer), file)) > 0;) text.append(buffer, n);
+    fclose(file);
+  }
+  return text;
+}
+
+int dumpJson(const char* path) {
+  std::string text = readFile(path);
   JsonValue value;
   std::string message;
   if (!mscclpp_nccl::parseJson(text, &value, &message))
@@ -146,15 +153,18 @@ bool parseQuery(const std::string& line, TuningKey* key) {
 
 int main(int argc, char** argv) {
   if (argc >= 3 && std::string(argv[1]) == "--json") return dumpJson(argv[2]);
-  if (argc < 2) {
-    fprintf(stderr, "usage: %s TABLE [ALGORITHM...] | --json FILE\n", argv[0]);
+  bool fromString = argc >= 2 && std::string(argv[1]) == "--parse";
+  if (argc < 2 + fromString) {
+    fprintf(stderr, "usage: %s [--parse] TABLE [ALGORITHM...] | --json FILE\n", argv[0]);
     return 2;
   }
-  std::vector<std::string> known(argv + 2, argv + argc);
+  const char* path = argv[1 + fromString];
+  std::vector<std::string> known(argv + 2 + fromString, argv + argc);
   if (known.empty())
     known = {"allreduce_one_shot_packet", "allreduce_two_shot_packet", "exchange_packet", "p2p_packet"};
   TuningTable table;
-  Status status = TuningTable::load(argv[1], known, &table);
+  Status status =
+      fromString ? TuningTable::parse(readFile(path), known, &table) : TuningTable::load(path, known, &table);
   if (status != Status::kSuccess) {
     if (table.entryCount() != 0 || !table.source.empty()) return error("table not left empty", 3);
     return error(mscclpp_nccl::lastError(), static_cast<int>(status));

@@ -70,7 +70,8 @@ void AlgorithmSelector::init(const std::string& gpuName, int nranks, int ranksPe
                    path.c_str(), table_.entryCount(), full.entryCount(), gpuName.c_str(), nranks,
                    ranksPerGpu);
     } else {
-      logWarn("ignoring tuning table %s: %s", path.c_str(), lastError());
+      // load() already printed why; say what happens instead.
+      logWarn("ignoring tuning table %s; using built-in rules", path.c_str());
     }
   } else if (!envString("MSCCLPP_NCCL_TUNING_FILE").empty()) {
     logWarn("MSCCLPP_NCCL_TUNING_FILE=%s does not exist; using built-in rules", path.c_str());

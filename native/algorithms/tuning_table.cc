@@ -288,10 +288,10 @@ Status TuningTable::load(const std::string& path, const std::vector<std::string>
   FILE* file = fopen(path.c_str(), "rb");
   if (!file)
     return fail(Status::kSystemError, "cannot open tuning table %s: %s", path.c_str(), strerror(errno));
-  // Read one byte past the parser's limit, so that an oversized file is refused without reading it all.
+  // Stop reading once past the parser's limit: an oversized file (or /dev/zero) is refused, not slurped.
   const size_t limit = JsonLimits().maxBytes;
   std::string text;
-  char buffer[65536];
+  char buffer[16384];
   size_t n;
   while (text.size() <= limit && (n = fread(buffer, 1, sizeof(buffer), file)) > 0) text.append(buffer, n);
   int readError = ferror(file) ? errno : 0;
