@@ -1,0 +1,144 @@
+// Times collectives from C, the way nccl-tests does, so that eager numbers carry no Python overhead:
+// host wall time around N back-to-back out-of-place calls after warm-up, then the same calls captured
+// in a CUDA graph and replayed. Works with any libnccl.so.2 (ours or stock), picked by the loader.
+//
+// Build:  nvcc -O2 -I shim -o build/nccl_timer perf/nccl_timer.cu -L mscclpp_nccl/lib -l:libnccl.so.2
+// Run:    python -m mscclpp_nccl.run -n 4 --mps -- build/nccl_timer all_reduce 8 33554432 4
+//         (stock: LD_LIBRARY_PATH=<dir of stock libnccl.so.2> ... same command)
+// Ranks meet through a file: rank 0 writes its ncclUniqueId to $NCCL_TIMER_ID_FILE (default: a name
+// derived from the launcher's id) and the others read it, so the library under test makes the id.
+#include <cuda_runtime.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "nccl.h"
+
+#define CHECK_CUDA(call)                                                                   \
+  do {                                                                                     \
+    cudaError_t e = (call);                                                                \
+    if (e != cudaSuccess) {                                                                \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e)); \
+      return 1;                                                                            \
+    }                                                                                      \
+  } while (0)
+#define CHECK_NCCL(call)                                                                       \
+  do {                                                                                         \
+    ncclResult_t r = (call);                                                                   \
+    if (r != ncclSuccess) {                                                                    \
+      fprintf(stderr, "%s:%d %s: %s (%s)\n", __FILE__, __LINE__, #call, ncclGetErrorString(r), \
+              ncclGetLastError(nullptr));                                                      \
+      return 1;                                                                                \
+    }                                                                                          \
+  } while (0)
+
+namespace {
+
+int envInt(const char* name, int fallback) {
+  const char* value = getenv(name);
+  return value ? atoi(value) : fallback;
+}
+
+// Rank 0 publishes the id in a file (written whole, then renamed); the others wait for it. The file is
+// named after the launcher's own id, which is new for every launch, so no stale file is ever read.
+bool shareId(int rank, ncclUniqueId* id) {
+  const char* explicitPath = getenv("NCCL_TIMER_ID_FILE");
+  const char* launch = getenv("MSCCLPP_NCCL_UNIQUE_ID");
+  if (!explicitPath && !launch) {
+    fprintf(stderr, "start under python -m mscclpp_nccl.run, or set NCCL_TIMER_ID_FILE\n");
+    return false;
+  }
+  std::string path = explicitPath ? explicitPath : "/tmp/nccl_timer." + std::string(launch).substr(0, 96);
+  if (rank == 0) {
+    if (ncclGetUniqueId(id) != ncclSuccess) return false;
+    std::string temporary = path + ".tmp";
+    FILE* file = fopen(temporary.c_str(), "wb");
+    if (!file || fwrite(id, sizeof(*id), 1, file) != 1) return false;
+    fclose(file);
+    return rename(temporary.c_str(), path.c_str()) == 0;
+  }
+  for (int attempt = 0; attempt < 6000; ++attempt, usleep(10000)) {
+    FILE* file = fopen(path.c_str(), "rb");
+    if (!file) continue;
+    bool ok = fread(id, sizeof(*id), 1, file) == 1;
+    fclose(file);
+    if (ok) return true;
+  }
+  return false;
+}
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    fprintf(stderr, "usage: %s all_reduce MIN_BYTES MAX_BYTES [FACTOR] [ITERS]\n", argv[0]);
+    return 2;
+  }
+  const size_t minBytes = strtoull(argv[2], nullptr, 0), maxBytes = strtoull(argv[3], nullptr, 0);
+  const size_t factor = argc > 4 ? strtoull(argv[4], nullptr, 0) : 2;
+  const int iters = argc > 5 ? atoi(argv[5]) : 20, warmup = 5;
+  const int rank = envInt("MSCCLPP_NCCL_RANK", envInt("RANK", 0));
+  const int nranks = envInt("MSCCLPP_NCCL_WORLD_SIZE", envInt("WORLD_SIZE", 1));
+  if (strcmp(argv[1], "all_reduce") != 0) {
+    fprintf(stderr, "only all_reduce is timed here; use python -m mscclpp_nccl.bench for the rest\n");
+    return 2;
+  }
+
+  CHECK_CUDA(cudaSetDevice(0));
+  ncclUniqueId id;
+  if (!shareId(rank, &id)) {
+    fprintf(stderr, "rank %d: could not share the unique id\n", rank);
+    return 1;
+  }
+  ncclComm_t comm;
+  CHECK_NCCL(ncclCommInitRank(&comm, nranks, id, rank));
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  void *send = nullptr, *recv = nullptr;
+  CHECK_CUDA(cudaMalloc(&send, maxBytes));
+  CHECK_CUDA(cudaMalloc(&recv, maxBytes));
+  CHECK_CUDA(cudaMemset(send, 0, maxBytes));
+  int version = 0;
+  ncclGetVersion(&version);
+  if (rank == 0)
+    printf("# nccl_timer: all_reduce bf16 sum, %d ranks, NCCL version code %d\n#%12s %12s %12s\n", nranks,
+           version, "bytes", "eager_us", "graph_us");
+
+  for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= factor) {
+    const size_t count = bytes / 2;
+    auto run = [&]() { return ncclAllReduce(send, recv, count, ncclBfloat16, ncclSum, comm, stream); };
+    for (int i = 0; i < warmup; ++i) CHECK_NCCL(run());
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    auto start = Clock::now();
+    for (int i = 0; i < iters; ++i) CHECK_NCCL(run());
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    double eager = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters;
+
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < iters; ++i) CHECK_NCCL(run());
+    CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+    CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    CHECK_CUDA(cudaGraphLaunch(exec, stream));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    start = Clock::now();
+    const int replays = 5;
+    for (int i = 0; i < replays; ++i) CHECK_CUDA(cudaGraphLaunch(exec, stream));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    double captured =
+        std::chrono::duration<double, std::micro>(Clock::now() - start).count() / (replays * iters);
+    CHECK_CUDA(cudaGraphExecDestroy(exec));
+    CHECK_CUDA(cudaGraphDestroy(graph));
+    if (rank == 0) printf(" %12zu %12.2f %12.2f\n", bytes, eager, captured);
+    if (bytes > maxBytes / factor) break;
+  }
+  CHECK_NCCL(ncclCommDestroy(comm));
+  return 0;
+}
