@@ -3,8 +3,9 @@
 // in a CUDA graph and replayed. Works with any libnccl.so.2 (ours or stock), picked by the loader.
 //
 // Build:  nvcc -O2 -I shim -o build/nccl_timer perf/nccl_timer.cu -L mscclpp_nccl/lib -l:libnccl.so.2
-// Run:    python -m mscclpp_nccl.run -n 4 --mps -- build/nccl_timer all_reduce 8 33554432 4
-//         (stock: LD_LIBRARY_PATH=<dir of stock libnccl.so.2> ... same command)
+// Run:    LD_LIBRARY_PATH=mscclpp_nccl/lib python -m mscclpp_nccl.run -n 4 --mps -- \
+//             build/nccl_timer all_reduce 8 33554432 4
+//         (stock: LD_LIBRARY_PATH=<dir of stock libnccl.so.2>, same command)
 // Ranks meet through a file: rank 0 writes its ncclUniqueId to $NCCL_TIMER_ID_FILE (default: a name
 // derived from the launcher's id) and the others read it, so the library under test makes the id.
 #include <cuda_runtime.h>
