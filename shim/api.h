@@ -14,6 +14,13 @@
 
 inline ncclResult_t toNccl(mscclpp_nccl::Status status) { return static_cast<ncclResult_t>(status); }
 
+// Returns a non-success ncclResult_t to the caller.
+#define NCCL_TRY(expr)                          \
+  do {                                          \
+    ncclResult_t result_ = (expr);              \
+    if (result_ != ncclSuccess) return result_; \
+  } while (0)
+
 // For an API this library does not implement: ncclInvalidUsage, with ncclGetLastError naming it.
 inline ncclResult_t notImplemented(const char* function) {
   return toNccl(mscclpp_nccl::fail(mscclpp_nccl::Status::kInvalidUsage,

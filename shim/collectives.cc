@@ -13,12 +13,6 @@ using mscclpp_nccl::Status;
 
 namespace {
 
-#define RETURN_IF_FAILED(expr)                  \
-  do {                                          \
-    ncclResult_t result_ = (expr);              \
-    if (result_ != ncclSuccess) return result_; \
-  } while (0)
-
 ncclResult_t checkBuffers(const void* send, const void* recv, size_t count, const char* function) {
   if (count > 0 && (send == nullptr || recv == nullptr))
     return toNccl(fail(Status::kInvalidArgument, "%s: NULL buffer with count %zu", function, count));
@@ -35,8 +29,8 @@ ncclResult_t checkRoot(ncclComm* comm, int root, const char* function) {
 // Checks shared by every collective; `send`/`recv` are NULL-checked only where this rank uses them.
 ncclResult_t checkCollective(ncclComm* comm, ncclDataType_t type, size_t count, const void* send,
                              const void* recv, const char* function) {
-  RETURN_IF_FAILED(checkReadyComm(comm, function));
-  RETURN_IF_FAILED(checkTypeAndCount(type, count, function));
+  NCCL_TRY(checkReadyComm(comm, function));
+  NCCL_TRY(checkTypeAndCount(type, count, function));
   return checkBuffers(send, recv, count, function);
 }
 
@@ -73,9 +67,9 @@ ncclResult_t checkCollConfig(const ncclCollConfig_t* config, const char* functio
 
 ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                        ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const char* function) {
-  RETURN_IF_FAILED(checkCollective(comm, datatype, count, sendbuff, recvbuff, function));
+  NCCL_TRY(checkCollective(comm, datatype, count, sendbuff, recvbuff, function));
   ReduceOp reduceOp;
-  RETURN_IF_FAILED(resolveReduceOp(comm, op, datatype, function, &reduceOp));
+  NCCL_TRY(resolveReduceOp(comm, op, datatype, function, &reduceOp));
   AllReduceArgs args{sendbuff, recvbuff, count, static_cast<DataType>(datatype), reduceOp};
   return enqueue(comm, stream, function,
                  [args, stream](Communicator& impl) { return impl.allReduce(args, stream); });
@@ -91,7 +85,7 @@ NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size
 NCCL_API(ncclResult_t, ncclAllReduceConfig, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
          const ncclCollConfig_t* config) {
-  RETURN_IF_FAILED(checkCollConfig(config, "ncclAllReduceConfig"));
+  NCCL_TRY(checkCollConfig(config, "ncclAllReduceConfig"));
   return allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream, "ncclAllReduceConfig");
 }
 
@@ -99,8 +93,8 @@ namespace {
 
 ncclResult_t allGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                        ncclComm_t comm, cudaStream_t stream, const char* function) {
-  RETURN_IF_FAILED(checkCollective(comm, datatype, sendcount, sendbuff, recvbuff, function));
-  RETURN_IF_FAILED(checkScaledCount(comm, datatype, sendcount, function));
+  NCCL_TRY(checkCollective(comm, datatype, sendcount, sendbuff, recvbuff, function));
+  NCCL_TRY(checkScaledCount(comm, datatype, sendcount, function));
   return runExchange(comm, mscclpp_nccl::Collective::kAllGather,
                      mscclpp_nccl::planAllGather(sendbuff, recvbuff, sendcount, native(datatype)), stream,
                      function);
@@ -108,10 +102,10 @@ ncclResult_t allGather(const void* sendbuff, void* recvbuff, size_t sendcount, n
 
 ncclResult_t reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const char* function) {
-  RETURN_IF_FAILED(checkCollective(comm, datatype, recvcount, sendbuff, recvbuff, function));
-  RETURN_IF_FAILED(checkScaledCount(comm, datatype, recvcount, function));
+  NCCL_TRY(checkCollective(comm, datatype, recvcount, sendbuff, recvbuff, function));
+  NCCL_TRY(checkScaledCount(comm, datatype, recvcount, function));
   ReduceOp reduceOp;
-  RETURN_IF_FAILED(resolveReduceOp(comm, op, datatype, function, &reduceOp));
+  NCCL_TRY(resolveReduceOp(comm, op, datatype, function, &reduceOp));
   return runExchange(
       comm, mscclpp_nccl::Collective::kReduceScatter,
       mscclpp_nccl::planReduceScatter(sendbuff, recvbuff, recvcount, native(datatype), reduceOp), stream,
@@ -120,8 +114,8 @@ ncclResult_t reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcoun
 
 ncclResult_t alltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                       ncclComm_t comm, cudaStream_t stream, const char* function) {
-  RETURN_IF_FAILED(checkCollective(comm, datatype, count, sendbuff, recvbuff, function));
-  RETURN_IF_FAILED(checkScaledCount(comm, datatype, count, function));
+  NCCL_TRY(checkCollective(comm, datatype, count, sendbuff, recvbuff, function));
+  NCCL_TRY(checkScaledCount(comm, datatype, count, function));
   return runExchange(comm, mscclpp_nccl::Collective::kAlltoAll,
                      mscclpp_nccl::planAlltoAll(sendbuff, recvbuff, count, native(datatype)), stream,
                      function);
@@ -129,11 +123,10 @@ ncclResult_t alltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDa
 
 ncclResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                        ncclComm_t comm, cudaStream_t stream, const char* function) {
-  RETURN_IF_FAILED(checkReadyComm(comm, function));
-  RETURN_IF_FAILED(checkRoot(comm, root, function));
+  NCCL_TRY(checkReadyComm(comm, function));
+  NCCL_TRY(checkRoot(comm, root, function));
   const bool isRoot = comm->rank == root;
-  RETURN_IF_FAILED(
-      checkCollective(comm, datatype, count, isRoot ? sendbuff : sentinel(), recvbuff, function));
+  NCCL_TRY(checkCollective(comm, datatype, count, isRoot ? sendbuff : sentinel(), recvbuff, function));
   return runExchange(
       comm, mscclpp_nccl::Collective::kBroadcast,
       mscclpp_nccl::planBroadcast(comm->rank, sendbuff, recvbuff, count, native(datatype), root), stream,
@@ -142,13 +135,12 @@ ncclResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count, ncclD
 
 ncclResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                     ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream, const char* function) {
-  RETURN_IF_FAILED(checkReadyComm(comm, function));
-  RETURN_IF_FAILED(checkRoot(comm, root, function));
+  NCCL_TRY(checkReadyComm(comm, function));
+  NCCL_TRY(checkRoot(comm, root, function));
   const bool isRoot = comm->rank == root;
-  RETURN_IF_FAILED(
-      checkCollective(comm, datatype, count, sendbuff, isRoot ? recvbuff : sentinel(), function));
+  NCCL_TRY(checkCollective(comm, datatype, count, sendbuff, isRoot ? recvbuff : sentinel(), function));
   ReduceOp reduceOp;
-  RETURN_IF_FAILED(resolveReduceOp(comm, op, datatype, function, &reduceOp));
+  NCCL_TRY(resolveReduceOp(comm, op, datatype, function, &reduceOp));
   return runExchange(
       comm, mscclpp_nccl::Collective::kReduce,
       mscclpp_nccl::planReduce(comm->rank, sendbuff, recvbuff, count, native(datatype), reduceOp, root),
@@ -157,12 +149,11 @@ ncclResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, ncclData
 
 ncclResult_t gather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                     ncclComm_t comm, cudaStream_t stream, const char* function) {
-  RETURN_IF_FAILED(checkReadyComm(comm, function));
-  RETURN_IF_FAILED(checkRoot(comm, root, function));
+  NCCL_TRY(checkReadyComm(comm, function));
+  NCCL_TRY(checkRoot(comm, root, function));
   const bool isRoot = comm->rank == root;
-  RETURN_IF_FAILED(
-      checkCollective(comm, datatype, count, sendbuff, isRoot ? recvbuff : sentinel(), function));
-  RETURN_IF_FAILED(checkScaledCount(comm, datatype, count, function));
+  NCCL_TRY(checkCollective(comm, datatype, count, sendbuff, isRoot ? recvbuff : sentinel(), function));
+  NCCL_TRY(checkScaledCount(comm, datatype, count, function));
   return runExchange(comm, mscclpp_nccl::Collective::kGather,
                      mscclpp_nccl::planGather(comm->rank, sendbuff, recvbuff, count, native(datatype), root),
                      stream, function);
@@ -170,12 +161,11 @@ ncclResult_t gather(const void* sendbuff, void* recvbuff, size_t count, ncclData
 
 ncclResult_t scatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                      ncclComm_t comm, cudaStream_t stream, const char* function) {
-  RETURN_IF_FAILED(checkReadyComm(comm, function));
-  RETURN_IF_FAILED(checkRoot(comm, root, function));
+  NCCL_TRY(checkReadyComm(comm, function));
+  NCCL_TRY(checkRoot(comm, root, function));
   const bool isRoot = comm->rank == root;
-  RETURN_IF_FAILED(
-      checkCollective(comm, datatype, count, isRoot ? sendbuff : sentinel(), recvbuff, function));
-  RETURN_IF_FAILED(checkScaledCount(comm, datatype, count, function));
+  NCCL_TRY(checkCollective(comm, datatype, count, isRoot ? sendbuff : sentinel(), recvbuff, function));
+  NCCL_TRY(checkScaledCount(comm, datatype, count, function));
   return runExchange(comm, mscclpp_nccl::Collective::kScatter,
                      mscclpp_nccl::planScatter(comm->rank, sendbuff, recvbuff, count, native(datatype), root),
                      stream, function);
@@ -190,7 +180,7 @@ NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size
 
 NCCL_API(ncclResult_t, ncclAllGatherConfig, const void* sendbuff, void* recvbuff, size_t sendcount,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
-  RETURN_IF_FAILED(checkCollConfig(config, "ncclAllGatherConfig"));
+  NCCL_TRY(checkCollConfig(config, "ncclAllGatherConfig"));
   return allGather(sendbuff, recvbuff, sendcount, datatype, comm, stream, "ncclAllGatherConfig");
 }
 
@@ -202,7 +192,7 @@ NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, 
 NCCL_API(ncclResult_t, ncclReduceScatterConfig, const void* sendbuff, void* recvbuff, size_t recvcount,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
          const ncclCollConfig_t* config) {
-  RETURN_IF_FAILED(checkCollConfig(config, "ncclReduceScatterConfig"));
+  NCCL_TRY(checkCollConfig(config, "ncclReduceScatterConfig"));
   return reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, "ncclReduceScatterConfig");
 }
 
@@ -213,7 +203,7 @@ NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_
 
 NCCL_API(ncclResult_t, ncclAlltoAllConfig, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
-  RETURN_IF_FAILED(checkCollConfig(config, "ncclAlltoAllConfig"));
+  NCCL_TRY(checkCollConfig(config, "ncclAlltoAllConfig"));
   return alltoAll(sendbuff, recvbuff, count, datatype, comm, stream, "ncclAlltoAllConfig");
 }
 
@@ -225,7 +215,7 @@ NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size
 NCCL_API(ncclResult_t, ncclBroadcastConfig, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
          const ncclCollConfig_t* config) {
-  RETURN_IF_FAILED(checkCollConfig(config, "ncclBroadcastConfig"));
+  NCCL_TRY(checkCollConfig(config, "ncclBroadcastConfig"));
   return broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclBroadcastConfig");
 }
 
@@ -242,7 +232,7 @@ NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t 
 NCCL_API(ncclResult_t, ncclReduceConfig, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
          const ncclCollConfig_t* config) {
-  RETURN_IF_FAILED(checkCollConfig(config, "ncclReduceConfig"));
+  NCCL_TRY(checkCollConfig(config, "ncclReduceConfig"));
   return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream, "ncclReduceConfig");
 }
 
@@ -254,7 +244,7 @@ NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t 
 NCCL_API(ncclResult_t, ncclGatherConfig, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
          const ncclCollConfig_t* config) {
-  RETURN_IF_FAILED(checkCollConfig(config, "ncclGatherConfig"));
+  NCCL_TRY(checkCollConfig(config, "ncclGatherConfig"));
   return gather(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclGatherConfig");
 }
 
@@ -266,6 +256,6 @@ NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t
 NCCL_API(ncclResult_t, ncclScatterConfig, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
          const ncclCollConfig_t* config) {
-  RETURN_IF_FAILED(checkCollConfig(config, "ncclScatterConfig"));
+  NCCL_TRY(checkCollConfig(config, "ncclScatterConfig"));
   return scatter(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclScatterConfig");
 }

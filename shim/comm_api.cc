@@ -10,12 +10,6 @@ using mscclpp_nccl::Status;
 
 namespace {
 
-#define RETURN_IF_FAILED(expr)                  \
-  do {                                          \
-    ncclResult_t result_ = (expr);              \
-    if (result_ != ncclSuccess) return result_; \
-  } while (0)
-
 // Frees the native communicator; the handle stays as a tombstone (see comm_handle.h).
 void release(ncclComm* comm, bool abort) {
   if (abort) {
@@ -42,7 +36,7 @@ void release(ncclComm* comm, bool abort) {
 
 ncclResult_t newChildHandle(ncclComm_t parent, ncclConfig_t* config, ncclComm** out) {
   CommConfig parsed;
-  RETURN_IF_FAILED(readCommConfig(config, &parsed));
+  NCCL_TRY(readCommConfig(config, &parsed));
   ncclComm* child = new ncclComm();
   child->blocking = config ? parsed.blocking : parent->blocking;  // NCCL: children inherit by default
   child->device = parent->device;
@@ -59,41 +53,41 @@ NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
 
 NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
-  RETURN_IF_FAILED(checkKnownComm(comm, "ncclCommDestroy"));
+  NCCL_TRY(checkKnownComm(comm, "ncclCommDestroy"));
   release(comm, /*abort=*/false);
   return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
-  RETURN_IF_FAILED(checkKnownComm(comm, "ncclCommAbort"));
+  NCCL_TRY(checkKnownComm(comm, "ncclCommAbort"));
   release(comm, /*abort=*/true);
   return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
-  RETURN_IF_FAILED(checkKnownComm(comm, "ncclCommCount"));
+  NCCL_TRY(checkKnownComm(comm, "ncclCommCount"));
   if (count == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommCount: count is NULL"));
   *count = comm->nranks;
   return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
-  RETURN_IF_FAILED(checkKnownComm(comm, "ncclCommCuDevice"));
+  NCCL_TRY(checkKnownComm(comm, "ncclCommCuDevice"));
   if (device == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommCuDevice: device is NULL"));
   *device = comm->device;
   return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
-  RETURN_IF_FAILED(checkKnownComm(comm, "ncclCommUserRank"));
+  NCCL_TRY(checkKnownComm(comm, "ncclCommUserRank"));
   if (rank == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommUserRank: rank is NULL"));
   *rank = comm->rank;
   return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
-  RETURN_IF_FAILED(checkKnownComm(comm, "ncclCommGetAsyncError"));
+  NCCL_TRY(checkKnownComm(comm, "ncclCommGetAsyncError"));
   if (asyncError == nullptr)
     return toNccl(fail(Status::kInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL"));
   switch (comm->state.load()) {
@@ -116,13 +110,13 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asy
 
 NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
          ncclConfig_t* config) {
-  RETURN_IF_FAILED(checkReadyComm(comm, "ncclCommSplit"));
+  NCCL_TRY(checkReadyComm(comm, "ncclCommSplit"));
   if (newcomm == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommSplit: newcomm is NULL"));
   *newcomm = nullptr;
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
     return toNccl(fail(Status::kInvalidArgument, "ncclCommSplit: color %d is negative", color));
   ncclComm* child = nullptr;
-  RETURN_IF_FAILED(newChildHandle(comm, config, &child));
+  NCCL_TRY(newChildHandle(comm, config, &child));
   // A rank without a color still takes part in the exchange, through a handle the caller never sees.
   if (color != NCCL_SPLIT_NOCOLOR) *newcomm = child;
   ncclResult_t result = startCommJob(child, [comm, child, color, key](std::unique_ptr<Communicator>* impl) {
@@ -144,7 +138,7 @@ NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
 
 NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
          ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-  RETURN_IF_FAILED(checkReadyComm(comm, "ncclCommShrink"));
+  NCCL_TRY(checkReadyComm(comm, "ncclCommShrink"));
   if (newcomm == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommShrink: newcomm is NULL"));
   *newcomm = nullptr;
   if (excludeRanksCount < 0 || (excludeRanksCount > 0 && excludeRanksList == nullptr))
@@ -161,7 +155,7 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, i
   if (static_cast<int>(excluded.size()) >= comm->nranks)
     return toNccl(fail(Status::kInvalidArgument, "ncclCommShrink: no rank left"));
   ncclComm* child = nullptr;
-  RETURN_IF_FAILED(newChildHandle(comm, config, &child));
+  NCCL_TRY(newChildHandle(comm, config, &child));
   *newcomm = child;
   return startCommJob(child, [comm, child, excluded, shrinkFlags](std::unique_ptr<Communicator>* impl) {
     std::shared_lock<std::shared_mutex> lock(comm->implMutex);

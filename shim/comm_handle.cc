@@ -17,8 +17,7 @@ ncclResult_t checkKnownComm(ncclComm_t comm, const char* function) {
 }
 
 ncclResult_t checkReadyComm(ncclComm_t comm, const char* function) {
-  ncclResult_t result = checkKnownComm(comm, function);
-  if (result != ncclSuccess) return result;
+  NCCL_TRY(checkKnownComm(comm, function));
   switch (comm->state.load()) {
     case CommState::kReady:
       return ncclSuccess;

@@ -22,10 +22,8 @@ ncclResult_t checkTypeAndCount(ncclDataType_t type, size_t count, const char* fu
 // capture everything by value: it may run after the caller's arguments are gone.
 template <typename Launch>
 ncclResult_t enqueue(ncclComm* comm, cudaStream_t stream, const char* function, Launch launch) {
-  ncclResult_t result = checkReadyComm(comm, function);
-  if (result != ncclSuccess) return result;
-  result = checkStream(comm, stream, function);
-  if (result != ncclSuccess) return result;
+  NCCL_TRY(checkReadyComm(comm, function));
+  NCCL_TRY(checkStream(comm, stream, function));
   auto run = [comm, launch]() -> ncclResult_t {
     std::shared_lock<std::shared_mutex> lock(comm->implMutex);
     if (!comm->impl)

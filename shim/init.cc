@@ -40,11 +40,9 @@ ncclResult_t initRank(ncclComm_t* out, int nranks, const UniqueId& id, int rank,
   if (rank < 0 || rank >= nranks)
     return toNccl(fail(Status::kInvalidArgument, "%s: rank %d is not in [0, %d)", function, rank, nranks));
   CommConfig parsed;
-  ncclResult_t result = readCommConfig(config, &parsed);
-  if (result != ncclSuccess) return result;
+  NCCL_TRY(readCommConfig(config, &parsed));
   int device = 0;
-  result = currentDevice(&device, function);
-  if (result != ncclSuccess) return result;
+  NCCL_TRY(currentDevice(&device, function));
 
   ncclComm* comm = new ncclComm();
   comm->blocking = parsed.blocking;
@@ -107,8 +105,7 @@ NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* 
       return toNccl(fail(Status::kInvalidArgument, "ncclCommInitAll: device %d does not exist", device));
   }
   ncclUniqueId id;
-  ncclResult_t result = ncclGetUniqueId(&id);
-  if (result != ncclSuccess) return result;
+  NCCL_TRY(ncclGetUniqueId(&id));
   // Every rank blocks in the rendezvous until all have arrived, so they start together.
   std::vector<ncclResult_t> results(ndev, ncclSuccess);
   std::vector<std::thread> threads;

@@ -44,8 +44,7 @@ NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
 }
 
 NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) {
-  ncclResult_t result = checkReadyComm(comm, "ncclCommRegister");
-  if (result != ncclSuccess) return result;
+  NCCL_TRY(checkReadyComm(comm, "ncclCommRegister"));
   if (buff == nullptr || handle == nullptr)
     return toNccl(fail(Status::kInvalidArgument, "ncclCommRegister: buff or handle is NULL"));
   *handle = new Registration{Registration::kMagic, comm, buff, size};
@@ -53,8 +52,7 @@ NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size
 }
 
 NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
-  ncclResult_t result = checkKnownComm(comm, "ncclCommDeregister");
-  if (result != ncclSuccess) return result;
+  NCCL_TRY(checkKnownComm(comm, "ncclCommDeregister"));
   auto* registration = static_cast<Registration*>(handle);
   if (registration == nullptr || registration->magic != Registration::kMagic || registration->comm != comm)
     return toNccl(fail(Status::kInvalidArgument, "ncclCommDeregister: not a registration of this comm"));
@@ -65,8 +63,7 @@ NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) 
 
 NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
          int winFlags) {
-  ncclResult_t result = checkReadyComm(comm, "ncclCommWindowRegister");
-  if (result != ncclSuccess) return result;
+  NCCL_TRY(checkReadyComm(comm, "ncclCommWindowRegister"));
   if (buff == nullptr || win == nullptr)
     return toNccl(fail(Status::kInvalidArgument, "ncclCommWindowRegister: buff or win is NULL"));
   *win = new ncclWindow_vidmem{ncclWindow_vidmem::kMagic, comm, buff, size, winFlags};
@@ -74,8 +71,7 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size
 }
 
 NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
-  ncclResult_t result = checkKnownComm(comm, "ncclCommWindowDeregister");
-  if (result != ncclSuccess) return result;
+  NCCL_TRY(checkKnownComm(comm, "ncclCommWindowDeregister"));
   if (win == nullptr || win->magic != ncclWindow_vidmem::kMagic || win->comm != comm)
     return toNccl(fail(Status::kInvalidArgument, "ncclCommWindowDeregister: not a window of this comm"));
   win->magic = 0;
@@ -84,8 +80,7 @@ NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t w
 }
 
 NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
-  ncclResult_t result = checkKnownComm(comm, "ncclWinGetUserPtr");
-  if (result != ncclSuccess) return result;
+  NCCL_TRY(checkKnownComm(comm, "ncclWinGetUserPtr"));
   if (win == nullptr || win->magic != ncclWindow_vidmem::kMagic || outUserPtr == nullptr)
     return toNccl(fail(Status::kInvalidArgument, "ncclWinGetUserPtr: bad window or NULL output"));
   *outUserPtr = win->userPtr;
@@ -93,22 +88,19 @@ NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, voi
 }
 
 NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int) {
-  ncclResult_t result = checkReadyComm(comm, "ncclCommSuspend");
-  if (result != ncclSuccess) return result;
+  NCCL_TRY(checkReadyComm(comm, "ncclCommSuspend"));
   return toNccl(fail(Status::kInvalidUsage,
                      "ncclCommSuspend: not supported by mscclpp-nccl (its scratch buffers stay resident)"));
 }
 
 NCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm) {
-  ncclResult_t result = checkReadyComm(comm, "ncclCommResume");
-  if (result != ncclSuccess) return result;
+  NCCL_TRY(checkReadyComm(comm, "ncclCommResume"));
   return toNccl(
       fail(Status::kInvalidUsage, "ncclCommResume: not supported by mscclpp-nccl (nothing is suspended)"));
 }
 
 NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
-  ncclResult_t result = checkReadyComm(comm, "ncclCommMemStats");
-  if (result != ncclSuccess) return result;
+  NCCL_TRY(checkReadyComm(comm, "ncclCommMemStats"));
   if (value == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommMemStats: value is NULL"));
   std::shared_lock<std::shared_mutex> lock(comm->implMutex);
   uint64_t resident = comm->impl ? comm->impl->deviceBytes() : 0;

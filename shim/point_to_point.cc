@@ -44,17 +44,14 @@ ncclResult_t runTransfers(ncclComm* comm, cudaStream_t stream, std::vector<P2pOp
 
 ncclResult_t transfer(bool isSend, void* buffer, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream, const char* function) {
-  ncclResult_t result = checkReadyComm(comm, function);
-  if (result != ncclSuccess) return result;
-  result = checkTypeAndCount(datatype, count, function);
-  if (result != ncclSuccess) return result;
+  NCCL_TRY(checkReadyComm(comm, function));
+  NCCL_TRY(checkTypeAndCount(datatype, count, function));
   if (peer < 0 || peer >= comm->nranks)
     return toNccl(
         fail(Status::kInvalidArgument, "%s: peer %d is not in [0, %d)", function, peer, comm->nranks));
   if (count > 0 && buffer == nullptr)
     return toNccl(fail(Status::kInvalidArgument, "%s: NULL buffer with count %zu", function, count));
-  result = checkStream(comm, stream, function);
-  if (result != ncclSuccess) return result;
+  NCCL_TRY(checkStream(comm, stream, function));
   size_t elementBytes = mscclpp_nccl::dataTypeSize(static_cast<mscclpp_nccl::DataType>(datatype));
   P2pOp op{isSend, peer, buffer, count * elementBytes, elementBytes};
   if (groupDepth() == 0) return runTransfers(comm, stream, {op}, function);

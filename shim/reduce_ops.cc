@@ -46,8 +46,7 @@ ncclResult_t resolveReduceOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type
 
 NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
          ncclScalarResidence_t residence, ncclComm_t comm) {
-  ncclResult_t result = checkReadyComm(comm, "ncclRedOpCreatePreMulSum");
-  if (result != ncclSuccess) return result;
+  NCCL_TRY(checkReadyComm(comm, "ncclRedOpCreatePreMulSum"));
   if (op == nullptr || scalar == nullptr)
     return toNccl(fail(Status::kInvalidArgument, "ncclRedOpCreatePreMulSum: op or scalar is NULL"));
   if (datatype < 0 || datatype >= ncclNumTypes)
@@ -77,8 +76,7 @@ NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar, 
 }
 
 NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
-  ncclResult_t result = checkKnownComm(comm, "ncclRedOpDestroy");
-  if (result != ncclSuccess) return result;
+  NCCL_TRY(checkKnownComm(comm, "ncclRedOpDestroy"));
   std::lock_guard<std::mutex> lock(comm->opsMutex);
   size_t index = static_cast<size_t>(op) - ncclNumOps;
   if (op < ncclNumOps || index >= comm->preMulSumOps.size() || !comm->preMulSumOps[index].live)
