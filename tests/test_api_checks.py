@@ -1,0 +1,248 @@
+"""Argument checks of every entry point that can be reached without a GPU: bad input returns
+ncclInvalidArgument or ncclInvalidUsage with a message in ncclGetLastError, and never crashes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import cffi
+import pytest
+
+INVALID_ARGUMENT, INVALID_USAGE = 4, 5
+
+# Every pointer is void* here: these tests pass NULLs and fakes on purpose.
+CDEF = """
+typedef struct { char internal[128]; } ncclUniqueId;
+typedef struct { size_t size; unsigned int magic; unsigned int version; float estimatedTime; } ncclSimInfo_t;
+int ncclGetVersion(int*);
+const char* ncclGetLastError(void*);
+int ncclCommInitRank(void**, int, ncclUniqueId, int);
+int ncclCommInitRankConfig(void**, int, ncclUniqueId, int, void*);
+int ncclCommInitRankScalable(void**, int, int, int, ncclUniqueId*, void*);
+int ncclCommInitAll(void**, int, const int*);
+int ncclCommSplit(void*, int, int, void**, void*);
+int ncclCommShrink(void*, int*, int, void**, void*, int);
+int ncclCommFinalize(void*);
+int ncclCommDestroy(void*);
+int ncclCommAbort(void*);
+int ncclCommCount(void*, int*);
+int ncclCommCuDevice(void*, int*);
+int ncclCommUserRank(void*, int*);
+int ncclCommGetAsyncError(void*, int*);
+int ncclGroupStart(void);
+int ncclGroupEnd(void);
+int ncclGroupSimulateEnd(ncclSimInfo_t*);
+int ncclRedOpCreatePreMulSum(int*, void*, int, int, void*);
+int ncclRedOpDestroy(int, void*);
+int ncclMemAlloc(void**, size_t);
+int ncclMemFree(void*);
+int ncclCommRegister(void*, void*, size_t, void**);
+int ncclCommDeregister(void*, void*);
+int ncclCommWindowRegister(void*, void*, size_t, void**, int);
+int ncclCommWindowDeregister(void*, void*);
+int ncclWinGetUserPtr(void*, void*, void**);
+int ncclCommSuspend(void*, int);
+int ncclCommResume(void*);
+int ncclCommMemStats(void*, int, uint64_t*);
+int ncclAllReduce(void*, void*, size_t, int, int, void*, void*);
+int ncclAllReduceConfig(void*, void*, size_t, int, int, void*, void*, void*);
+int ncclAllGather(void*, void*, size_t, int, void*, void*);
+int ncclAllGatherConfig(void*, void*, size_t, int, void*, void*, void*);
+int ncclReduceScatter(void*, void*, size_t, int, int, void*, void*);
+int ncclReduceScatterConfig(void*, void*, size_t, int, int, void*, void*, void*);
+int ncclAlltoAll(void*, void*, size_t, int, void*, void*);
+int ncclAlltoAllConfig(void*, void*, size_t, int, void*, void*, void*);
+int ncclBroadcast(void*, void*, size_t, int, int, void*, void*);
+int ncclBroadcastConfig(void*, void*, size_t, int, int, void*, void*, void*);
+int ncclBcast(void*, size_t, int, int, void*, void*);
+int ncclReduce(void*, void*, size_t, int, int, int, void*, void*);
+int ncclReduceConfig(void*, void*, size_t, int, int, int, void*, void*, void*);
+int ncclGather(void*, void*, size_t, int, int, void*, void*);
+int ncclGatherConfig(void*, void*, size_t, int, int, void*, void*, void*);
+int ncclScatter(void*, void*, size_t, int, int, void*, void*);
+int ncclScatterConfig(void*, void*, size_t, int, int, void*, void*, void*);
+int ncclSend(void*, size_t, int, int, void*, void*);
+int ncclRecv(void*, size_t, int, int, void*, void*);
+int ncclCommGrow(void*, int, void*, int, void**, void*);
+int ncclCommRevoke(void*, int);
+int ncclCommGetUniqueId(void*, ncclUniqueId*);
+int ncclSetEncryption(void*);
+int ncclSignal(int, int, int, unsigned int, void*, void*);
+"""
+
+ffi = cffi.FFI()
+ffi.cdef(CDEF)
+NULL = ffi.NULL
+
+
+@pytest.fixture(scope="module")
+def lib(nccl_lib: Path) -> Any:
+    return ffi.dlopen(str(nccl_lib))
+
+
+def last_error(lib: Any) -> str:
+    return ffi.string(lib.ncclGetLastError(NULL)).decode()
+
+
+def expect(lib: Any, call: Callable[[], int], code: int, *words: str) -> None:
+    assert call() == code, last_error(lib)
+    message = last_error(lib)
+    for word in words:
+        assert word in message, f"{word!r} not in {message!r}"
+
+
+def collective_calls(lib: Any, comm: Any) -> dict[str, Callable[[], int]]:
+    """Each collective and point-to-point call, well formed except for `comm`."""
+    buf = ffi.new("char[64]")
+    p, s = ffi.cast("void*", buf), NULL
+    return {
+        "ncclAllReduce": lambda: lib.ncclAllReduce(p, p, 4, 7, 0, comm, s),
+        "ncclAllReduceConfig": lambda: lib.ncclAllReduceConfig(p, p, 4, 7, 0, comm, s, NULL),
+        "ncclAllGather": lambda: lib.ncclAllGather(p, p, 4, 7, comm, s),
+        "ncclAllGatherConfig": lambda: lib.ncclAllGatherConfig(p, p, 4, 7, comm, s, NULL),
+        "ncclReduceScatter": lambda: lib.ncclReduceScatter(p, p, 4, 7, 0, comm, s),
+        "ncclReduceScatterConfig": lambda: lib.ncclReduceScatterConfig(p, p, 4, 7, 0, comm, s, NULL),
+        "ncclAlltoAll": lambda: lib.ncclAlltoAll(p, p, 4, 7, comm, s),
+        "ncclAlltoAllConfig": lambda: lib.ncclAlltoAllConfig(p, p, 4, 7, comm, s, NULL),
+        "ncclBroadcast": lambda: lib.ncclBroadcast(p, p, 4, 7, 0, comm, s),
+        "ncclBroadcastConfig": lambda: lib.ncclBroadcastConfig(p, p, 4, 7, 0, comm, s, NULL),
+        "ncclBcast": lambda: lib.ncclBcast(p, 4, 7, 0, comm, s),
+        "ncclReduce": lambda: lib.ncclReduce(p, p, 4, 7, 0, 0, comm, s),
+        "ncclReduceConfig": lambda: lib.ncclReduceConfig(p, p, 4, 7, 0, 0, comm, s, NULL),
+        "ncclGather": lambda: lib.ncclGather(p, p, 4, 7, 0, comm, s),
+        "ncclGatherConfig": lambda: lib.ncclGatherConfig(p, p, 4, 7, 0, comm, s, NULL),
+        "ncclScatter": lambda: lib.ncclScatter(p, p, 4, 7, 0, comm, s),
+        "ncclScatterConfig": lambda: lib.ncclScatterConfig(p, p, 4, 7, 0, comm, s, NULL),
+        "ncclSend": lambda: lib.ncclSend(p, 4, 7, 0, comm, s),
+        "ncclRecv": lambda: lib.ncclRecv(p, 4, 7, 0, comm, s),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(collective_calls(None, NULL)))
+def test_collectives_reject_null_comm(lib: Any, name: str) -> None:
+    expect(lib, collective_calls(lib, NULL)[name], INVALID_ARGUMENT, name, "comm is NULL")
+
+
+@pytest.mark.parametrize("name", sorted(collective_calls(None, NULL)))
+def test_collectives_reject_a_fake_comm(lib: Any, name: str) -> None:
+    fake = ffi.new("char[4096]")  # readable memory that is no communicator
+    calls = collective_calls(lib, ffi.cast("void*", fake))
+    expect(lib, calls[name], INVALID_ARGUMENT, "not a valid communicator")
+
+
+def test_collectives_reject_null_comm_inside_a_group(lib: Any) -> None:
+    assert lib.ncclGroupStart() == 0
+    for name, call in collective_calls(lib, NULL).items():
+        assert call() == INVALID_ARGUMENT, name
+    assert lib.ncclGroupEnd() == 0  # nothing was queued
+
+
+def test_queries_reject_null(lib: Any) -> None:
+    out = ffi.new("int*")
+    for name in ("ncclCommCount", "ncclCommCuDevice", "ncclCommUserRank", "ncclCommGetAsyncError"):
+        expect(lib, lambda name=name: getattr(lib, name)(NULL, out), INVALID_ARGUMENT, name)
+    expect(lib, lambda: lib.ncclCommFinalize(NULL), INVALID_ARGUMENT, "ncclCommFinalize")
+    expect(lib, lambda: lib.ncclGetVersion(NULL), INVALID_ARGUMENT, "ncclGetVersion")
+    # Destroying or aborting NULL is allowed, as in stock NCCL.
+    assert lib.ncclCommDestroy(NULL) == 0 and lib.ncclCommAbort(NULL) == 0
+
+
+def test_init_checks_arguments_before_touching_the_gpu(lib: Any) -> None:
+    uid = ffi.new("ncclUniqueId*")
+    out = ffi.new("void**")
+    expect(lib, lambda: lib.ncclCommInitRank(NULL, 2, uid[0], 0), INVALID_ARGUMENT, "comm is NULL")
+    expect(lib, lambda: lib.ncclCommInitRank(out, 0, uid[0], 0), INVALID_ARGUMENT, "nranks 0")
+    expect(lib, lambda: lib.ncclCommInitRank(out, 2, uid[0], 2), INVALID_ARGUMENT, "rank 2")
+    bad_config = ffi.new("char[256]")  # zeroed: wrong magic
+    expect(
+        lib,
+        lambda: lib.ncclCommInitRankConfig(out, 2, uid[0], 0, bad_config),
+        INVALID_ARGUMENT,
+        "NCCL_CONFIG_INITIALIZER",
+    )
+    expect(lib, lambda: lib.ncclCommInitRankScalable(out, 2, 0, 0, uid, NULL), INVALID_ARGUMENT, "unique id")
+    expect(lib, lambda: lib.ncclCommInitAll(NULL, 1, NULL), INVALID_ARGUMENT, "comms is NULL")
+    expect(lib, lambda: lib.ncclCommInitAll(out, 0, NULL), INVALID_ARGUMENT, "ndev 0")
+
+
+def test_split_and_shrink_reject_null(lib: Any) -> None:
+    out = ffi.new("void**")
+    expect(lib, lambda: lib.ncclCommSplit(NULL, 0, 0, out, NULL), INVALID_ARGUMENT, "ncclCommSplit")
+    expect(lib, lambda: lib.ncclCommShrink(NULL, NULL, 0, out, NULL, 0), INVALID_ARGUMENT, "ncclCommShrink")
+
+
+def test_group_bookkeeping(lib: Any) -> None:
+    expect(lib, lib.ncclGroupEnd, INVALID_USAGE, "no matching ncclGroupStart")
+    assert lib.ncclGroupStart() == 0 and lib.ncclGroupStart() == 0
+    assert lib.ncclGroupEnd() == 0 and lib.ncclGroupEnd() == 0
+    expect(lib, lib.ncclGroupEnd, INVALID_USAGE, "no matching ncclGroupStart")
+    info = ffi.new("ncclSimInfo_t*")
+    info.size, info.magic, info.version = ffi.sizeof("ncclSimInfo_t"), 0x74685283, 23203
+    info.estimatedTime = -1
+    expect(lib, lambda: lib.ncclGroupSimulateEnd(info), INVALID_USAGE, "no matching ncclGroupStart")
+    assert lib.ncclGroupStart() == 0
+    expect(lib, lambda: lib.ncclGroupSimulateEnd(NULL), INVALID_ARGUMENT, "simInfo is NULL")
+    assert lib.ncclGroupSimulateEnd(info) == 0  # the NULL call above left the group open
+    assert info.estimatedTime == 0.0  # an empty group costs nothing
+    expect(lib, lib.ncclGroupEnd, INVALID_USAGE, "no matching ncclGroupStart")
+
+
+def test_ops_memory_and_registration_reject_null(lib: Any) -> None:
+    op = ffi.new("int*")
+    scalar = ffi.new("float*", 2.0)
+    create = lambda: lib.ncclRedOpCreatePreMulSum(op, scalar, 7, 1, NULL)  # noqa: E731
+    expect(lib, create, INVALID_ARGUMENT, "comm is NULL")
+    expect(lib, lambda: lib.ncclRedOpDestroy(5, NULL), INVALID_ARGUMENT, "comm is NULL")
+    expect(lib, lambda: lib.ncclMemAlloc(NULL, 8), INVALID_ARGUMENT, "ncclMemAlloc")
+    ptr = ffi.new("void**", ffi.cast("void*", 1))
+    assert lib.ncclMemAlloc(ptr, 0) == 0 and ptr[0] == NULL
+    assert lib.ncclMemFree(NULL) == 0
+    handle = ffi.new("void**")
+    buf = ffi.cast("void*", ffi.new("char[8]"))
+    for name, call in {
+        "ncclCommRegister": lambda: lib.ncclCommRegister(NULL, buf, 8, handle),
+        "ncclCommDeregister": lambda: lib.ncclCommDeregister(NULL, buf),
+        "ncclCommWindowRegister": lambda: lib.ncclCommWindowRegister(NULL, buf, 8, handle, 0),
+        "ncclCommWindowDeregister": lambda: lib.ncclCommWindowDeregister(NULL, buf),
+        "ncclWinGetUserPtr": lambda: lib.ncclWinGetUserPtr(NULL, buf, handle),
+        "ncclCommSuspend": lambda: lib.ncclCommSuspend(NULL, 1),
+        "ncclCommResume": lambda: lib.ncclCommResume(NULL),
+        "ncclCommMemStats": lambda: lib.ncclCommMemStats(NULL, 0, ffi.new("uint64_t*")),
+    }.items():
+        expect(lib, call, INVALID_ARGUMENT, name)
+
+
+def test_unimplemented_entry_points_say_so(lib: Any) -> None:
+    uid = ffi.new("ncclUniqueId*")
+    out = ffi.new("void**")
+    for name, call in {
+        "ncclCommGrow": lambda: lib.ncclCommGrow(NULL, 2, uid, 0, out, NULL),
+        "ncclCommRevoke": lambda: lib.ncclCommRevoke(NULL, 0),
+        "ncclCommGetUniqueId": lambda: lib.ncclCommGetUniqueId(NULL, uid),
+        "ncclSetEncryption": lambda: lib.ncclSetEncryption(NULL),
+        "ncclSignal": lambda: lib.ncclSignal(0, 0, 0, 0, NULL, NULL),
+    }.items():
+        expect(lib, call, INVALID_USAGE, name, "not implemented")
+
+
+def test_warn_lines_follow_nccl_debug(nccl_lib: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import cffi
+        ffi = cffi.FFI()
+        ffi.cdef("int ncclCommCount(void*, int*);")
+        lib = ffi.dlopen({str(nccl_lib)!r})
+        assert lib.ncclCommCount(ffi.NULL, ffi.new("int*")) == 4
+        """
+    )
+    for level, expected in (("WARN", True), ("", False)):
+        env = {"NCCL_DEBUG": level} if level else {}
+        proc = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60, check=True
+        )
+        assert ("NCCL WARN ncclCommCount: comm is NULL" in proc.stderr) == expected, proc.stderr
