@@ -246,3 +246,31 @@ def test_warn_lines_follow_nccl_debug(nccl_lib: Path) -> None:
             [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60, check=True
         )
         assert ("NCCL WARN ncclCommCount: comm is NULL" in proc.stderr) == expected, proc.stderr
+
+
+def config_bytes(size: int, magic: int = 0xCAFEBEEF) -> Any:
+    """An ncclConfig_t as a caller built against older or newer headers lays it out: `size` bytes, the
+    2.32 prefix (size, magic, version), every int field INT_MIN ("unset")."""
+    raw = ffi.new("char[256]")
+    ints = ffi.cast("int*", raw)
+    for i in range(64):
+        ints[i] = -(2**31)
+    ffi.cast("size_t*", raw)[0] = size
+    ffi.cast("unsigned int*", raw)[2] = magic
+    ffi.cast("unsigned int*", raw)[3] = 23003
+    return raw
+
+
+def test_config_is_read_by_its_size(lib: Any, has_gpu: bool) -> None:
+    uid = ffi.new("ncclUniqueId*")
+    out = ffi.new("void**")
+    too_small = config_bytes(8)
+    init = lambda: lib.ncclCommInitRankConfig(out, 2, uid[0], 0, too_small)  # noqa: E731
+    expect(lib, init, INVALID_ARGUMENT, "too small")
+    if has_gpu:
+        pytest.skip("the rest checks that a valid config gets as far as the GPU, which needs no GPU present")
+    for size in (96, 120, 200):  # a 2.30 caller, a 2.32 caller, a future caller
+        config = config_bytes(size)
+        result = lib.ncclCommInitRankConfig(out, 2, uid[0], 0, config)
+        assert result == 1, f"size {size}: {result} {last_error(lib)}"  # accepted; then no CUDA device
+        assert "CUDA" in last_error(lib)
