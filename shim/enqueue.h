@@ -1,5 +1,5 @@
-// The path every collective and point-to-point call takes after its own argument checks: common
-// checks (communicator, stream), group deferral, device selection, then the native call.
+// The path every collective and point-to-point call takes after its own argument checks (which
+// include checkReadyComm): the stream check, group deferral, device selection, then the native call.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,8 +22,8 @@ ncclResult_t checkTypeAndCount(ncclDataType_t type, size_t count, const char* fu
 // capture everything by value: it may run after the caller's arguments are gone.
 template <typename Launch>
 ncclResult_t enqueue(ncclComm* comm, cudaStream_t stream, const char* function, Launch launch) {
-  NCCL_TRY(checkReadyComm(comm, function));
   NCCL_TRY(checkStream(comm, stream, function));
+  // The comm may be aborted or destroyed before queued work runs: `impl` is checked under the lock.
   auto run = [comm, launch]() -> ncclResult_t {
     std::shared_lock<std::shared_mutex> lock(comm->implMutex);
     if (!comm->impl)

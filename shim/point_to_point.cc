@@ -51,11 +51,11 @@ ncclResult_t transfer(bool isSend, void* buffer, size_t count, ncclDataType_t da
         fail(Status::kInvalidArgument, "%s: peer %d is not in [0, %d)", function, peer, comm->nranks));
   if (count > 0 && buffer == nullptr)
     return toNccl(fail(Status::kInvalidArgument, "%s: NULL buffer with count %zu", function, count));
-  NCCL_TRY(checkStream(comm, stream, function));
   size_t elementBytes = mscclpp_nccl::dataTypeSize(static_cast<mscclpp_nccl::DataType>(datatype));
   P2pOp op{isSend, peer, buffer, count * elementBytes, elementBytes};
-  if (groupDepth() == 0) return runTransfers(comm, stream, {op}, function);
+  if (groupDepth() == 0) return runTransfers(comm, stream, {op}, function);  // checks the stream
 
+  NCCL_TRY(checkStream(comm, stream, function));  // now, not only at ncclGroupEnd
   auto found = tlsGroupTransfers.find(comm);
   if (found == tlsGroupTransfers.end() || found->second.epoch != groupEpoch()) {
     tlsGroupTransfers[comm] = GroupTransfers{groupEpoch(), stream, {op}};
