@@ -44,16 +44,13 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
 
   // Every rank must lay out scratch and cut messages alike: agree on the slot size (the smallest
   // asked for), the grid cap (the tightest GPU) and the tuning overrides.
-  cudaDeviceProp prop;
-  MSCCLPP_CUDA_TRY(cudaGetDeviceProperties(&prop, device_));
   int maxRanksPerGpu = 1, maxBlocks = kMaxPacketBlocks;
   for (int r = 0; r < nranks_; ++r) {
-    int sharing = 0;
-    for (int q = 0; q < nranks_; ++q) sharing += topology_.sameGpu(r, q) ? 1 : 0;
+    int sharing = topology_.ranksOnGpuOf(r);
     maxRanksPerGpu = std::max(maxRanksPerGpu, sharing);
     maxBlocks = std::min(maxBlocks, std::max(1, topology_.ranks[r].smCount / sharing));
   }
-  selector_.init(prop.name, nranks_, maxRanksPerGpu, maxBlocks);
+  selector_.init(topology_.myGpuName, nranks_, maxRanksPerGpu, maxBlocks);
   struct Agreement {
     uint64_t slotPackets;
     uint64_t tuning;
@@ -80,7 +77,7 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
   hostFlags_[1] = kKernelOk;
   int* deviceFlags = nullptr;
   MSCCLPP_CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&deviceFlags), hostFlags_, 0));
-  // Point-to-point channels: their own slots (whose layout needs fewer block regions) and acks.
+  // Point-to-point channels: slots of their own (laid out like the collectives'), then the acks.
   const size_t p2pDataBytes = packetScratchBytes(nranks_, slotPackets);
   MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_, p2pDataBytes + p2pAckBytes(nranks_), &p2pScratch_));
 
@@ -104,12 +101,11 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
   p2pComm_.packets.localScratch = p2pScratch_->local();
   p2pComm_.packets.peerScratch = p2pScratch_->devicePeerTable();
   p2pComm_.localAcks = static_cast<char*>(p2pScratch_->local()) + p2pDataBytes;
-  peerAckPointers_.resize(nranks_);
-  for (int r = 0; r < nranks_; ++r)
-    peerAckPointers_[r] = static_cast<char*>(p2pScratch_->peer(r)) + p2pDataBytes;
+  std::vector<void*> peerAcks(nranks_);
+  for (int r = 0; r < nranks_; ++r) peerAcks[r] = static_cast<char*>(p2pScratch_->peer(r)) + p2pDataBytes;
   MSCCLPP_CUDA_TRY(cudaMalloc(&deviceAckTable_, sizeof(void*) * nranks_));
   MSCCLPP_CUDA_TRY(
-      cudaMemcpy(deviceAckTable_, peerAckPointers_.data(), sizeof(void*) * nranks_, cudaMemcpyHostToDevice));
+      cudaMemcpy(deviceAckTable_, peerAcks.data(), sizeof(void*) * nranks_, cudaMemcpyHostToDevice));
   p2pComm_.peerAcks = deviceAckTable_;
   p2pComm_.sendSteps = deviceCounters_ + 2;
   p2pComm_.recvSteps = deviceCounters_ + 2 + static_cast<size_t>(nranks_) * kMaxPacketBlocks;

@@ -73,7 +73,6 @@ class Communicator {
   uint64_t* deviceCounters_ = nullptr;      // collective steps, blocks done, p2p steps per peer and lane
   PacketComm packetComm_{};
   P2pComm p2pComm_{};
-  std::vector<void*> peerAckPointers_;
   void** deviceAckTable_ = nullptr;
   AlgorithmSelector selector_;
 };

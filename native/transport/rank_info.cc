@@ -37,7 +37,7 @@ uint64_t thisProcessId() {
 
 }  // namespace
 
-Status describeThisRank(int cudaDevice, RankInfo* out) {
+Status describeThisRank(int cudaDevice, RankInfo* out, std::string* gpuName) {
   memset(out, 0, sizeof(*out));
   out->hostId = thisHostId();
   out->processId = thisProcessId();
@@ -46,6 +46,7 @@ Status describeThisRank(int cudaDevice, RankInfo* out) {
   cudaDeviceProp prop;
   MSCCLPP_CUDA_TRY(cudaGetDeviceProperties(&prop, cudaDevice));
   memcpy(out->gpuUuid, &prop.uuid, sizeof(out->gpuUuid));
+  if (gpuName) *gpuName = prop.name;
   return Status::kSuccess;
 }
 
@@ -54,16 +55,20 @@ bool Topology::sameGpu(int a, int b) const {
          memcmp(ranks[a].gpuUuid, ranks[b].gpuUuid, sizeof(ranks[a].gpuUuid)) == 0;
 }
 
+int Topology::ranksOnGpuOf(int rank) const {
+  int sharing = 0;
+  for (size_t r = 0; r < ranks.size(); ++r) sharing += sameGpu(rank, static_cast<int>(r)) ? 1 : 0;
+  return sharing;
+}
+
 Status discoverTopology(Bootstrap& bootstrap, int cudaDevice, Topology* out) {
   out->ranks.assign(bootstrap.size(), RankInfo{});
-  MSCCLPP_TRY(describeThisRank(cudaDevice, &out->ranks[bootstrap.rank()]));
+  MSCCLPP_TRY(describeThisRank(cudaDevice, &out->ranks[bootstrap.rank()], &out->myGpuName));
   MSCCLPP_TRY(bootstrap.allGather(out->ranks.data(), sizeof(RankInfo)));
-  out->ranksOnMyGpu = 0;
+  out->ranksOnMyGpu = out->ranksOnGpuOf(bootstrap.rank());
   out->singleHost = true;
-  for (int r = 0; r < bootstrap.size(); ++r) {
-    if (out->sameGpu(r, bootstrap.rank())) ++out->ranksOnMyGpu;
-    if (out->ranks[r].hostId != out->ranks[0].hostId) out->singleHost = false;
-  }
+  for (const RankInfo& info : out->ranks)
+    if (info.hostId != out->ranks[0].hostId) out->singleHost = false;
   return Status::kSuccess;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "native/bootstrap/bootstrap.h"
@@ -19,12 +20,17 @@ struct RankInfo {
   uint8_t gpuUuid[16];
 };
 
-Status describeThisRank(int cudaDevice, RankInfo* out);
+// Fills `out` for `cudaDevice`; `gpuName` (optional) receives the device's name.
+Status describeThisRank(int cudaDevice, RankInfo* out, std::string* gpuName = nullptr);
 
 struct Topology {
   std::vector<RankInfo> ranks;
   int ranksOnMyGpu = 0;
   bool singleHost = true;
+  std::string myGpuName;  // cudaDeviceProp::name of this rank's GPU
+
+  // How many ranks share rank `rank`'s GPU (itself included).
+  int ranksOnGpuOf(int rank) const;
 
   bool sameProcess(int a, int b) const {
     return ranks[a].hostId == ranks[b].hostId && ranks[a].processId == ranks[b].processId;
