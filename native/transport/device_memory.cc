@@ -122,6 +122,15 @@ std::vector<CUmemAccessDesc> accessList(const CudaDriver* drv, int device, CUdev
   return list;
 }
 
+// The calling thread's device, as a runtime ordinal and a driver handle. The cuMem calls use the
+// current context, so the device's primary context is made current when there is none.
+Status currentDevice(const CudaDriver* drv, int* device, CUdevice* cuDevice) {
+  MSCCLPP_CUDA_TRY(cudaGetDevice(device));
+  CUdevice current;
+  if (drv->cuCtxGetDevice(&current) != CUDA_SUCCESS) MSCCLPP_CUDA_TRY(cudaSetDevice(*device));
+  return cuStep(drv->cuDeviceGet(cuDevice, *device), "cuDeviceGet(%d)", *device);
+}
+
 }  // namespace
 
 Status allocateShareable(size_t bytes, void** ptr) {
@@ -131,12 +140,8 @@ Status allocateShareable(size_t bytes, void** ptr) {
   const CudaDriver* drv = nullptr;
   MSCCLPP_TRY(loadCudaDriver(&drv));
   int device = 0;
-  MSCCLPP_CUDA_TRY(cudaGetDevice(&device));
-  // The cuMem calls use the current context; make the device's primary context current if there is none.
-  CUdevice current;
-  if (drv->cuCtxGetDevice(&current) != CUDA_SUCCESS) MSCCLPP_CUDA_TRY(cudaSetDevice(device));
   CUdevice cuDevice;
-  MSCCLPP_TRY(cuStep(drv->cuDeviceGet(&cuDevice, device), "cuDeviceGet(%d)", device));
+  MSCCLPP_TRY(currentDevice(drv, &device, &cuDevice));
 
   bool usable = false, rdma = false;
   MSCCLPP_TRY(cuMemUsable(drv, cuDevice, device, &usable, &rdma));
@@ -297,11 +302,8 @@ Status importShareable(int fd, size_t allocationSize, void** mapped) {
   const CudaDriver* drv = nullptr;
   MSCCLPP_TRY(loadCudaDriver(&drv));
   int device = 0;
-  MSCCLPP_CUDA_TRY(cudaGetDevice(&device));
-  CUdevice current;
-  if (drv->cuCtxGetDevice(&current) != CUDA_SUCCESS) MSCCLPP_CUDA_TRY(cudaSetDevice(device));
   CUdevice cuDevice;
-  MSCCLPP_TRY(cuStep(drv->cuDeviceGet(&cuDevice, device), "cuDeviceGet(%d)", device));
+  MSCCLPP_TRY(currentDevice(drv, &device, &cuDevice));
 
   CUmemGenericAllocationHandle handle;
   MSCCLPP_TRY(cuStep(drv->cuMemImportFromShareableHandle(
