@@ -100,18 +100,14 @@ RAW_VERSION = 1
 # ignores the whole of MSCCLPP_NCCL_ALGO when an item names an algorithm it does not know (it warns and
 # uses its own rules), which would time the wrong thing: so only these names are accepted here. Keep in
 # step with the registry.
+# The collectives the exchange kernels serve: every one but all_reduce and sendrecv.
+EXCHANGE_COLLECTIVES: tuple[str, ...] = tuple(c for c in COLLECTIVES if c not in ("all_reduce", "sendrecv"))
 ALGORITHMS: dict[str, tuple[str, ...]] = {
     "allreduce_one_shot_packet": ("all_reduce",),
     "allreduce_two_shot_packet": ("all_reduce",),
-    "exchange_packet": (
-        "all_gather",
-        "reduce_scatter",
-        "alltoall",
-        "broadcast",
-        "reduce",
-        "gather",
-        "scatter",
-    ),
+    "allreduce_two_shot_chunked": ("all_reduce",),
+    "exchange_packet": EXCHANGE_COLLECTIVES,
+    "exchange_chunked": EXCHANGE_COLLECTIVES,
     "p2p_packet": ("sendrecv",),
 }
 BLOCK_GRID = (1, 2, 4, 8, 16, 32)

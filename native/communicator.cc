@@ -1,6 +1,7 @@
 #include "native/communicator.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "native/common/env.h"
@@ -11,6 +12,9 @@ namespace mscclpp_nccl {
 namespace {
 
 constexpr size_t kDefaultScratchBytes = 8ull << 20;
+constexpr size_t kDefaultLaneScratchBytes = 32ull << 20;
+constexpr size_t kMinLaneSlotBytes = 4096;
+constexpr size_t kMaxLaneSlotBytes = 256 * 1024;
 constexpr int kShareIdTag = 0x5eed;
 
 // Scratch per rank: MSCCLPP_NCCL_SCRATCH_BYTES, rounded so every slot holds whole packets.
@@ -18,6 +22,16 @@ size_t slotPacketsFor(int nranks) {
   size_t bytes = static_cast<size_t>(envInt("MSCCLPP_NCCL_SCRATCH_BYTES", kDefaultScratchBytes));
   size_t slot = bytes / packetScratchBytes(nranks, 1);
   return std::max<size_t>(slot, 32);
+}
+
+// Lane slot bytes: MSCCLPP_NCCL_LANE_SCRATCH_BYTES shared by `blocks` lanes per pair of ranks, in
+// whole units within [4 KiB, 256 KiB]; 0 (no lanes) past kMaxLaneRanks ranks.
+size_t laneSlotBytesFor(int blocks, int nranks) {
+  if (nranks > kMaxLaneRanks) return 0;
+  size_t bytes = static_cast<size_t>(envInt("MSCCLPP_NCCL_LANE_SCRATCH_BYTES", kDefaultLaneScratchBytes));
+  size_t slot =
+      bytes / (static_cast<size_t>(blocks) * nranks * kLaneStages) / kLaneAlignment * kLaneAlignment;
+  return std::clamp(slot, kMinLaneSlotBytes, kMaxLaneSlotBytes);
 }
 
 }  // namespace
@@ -44,24 +58,30 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
 
   // Every rank must lay out scratch and cut messages alike: agree on the slot size (the smallest
   // asked for), the grid cap (the tightest GPU) and the tuning overrides.
-  int maxRanksPerGpu = 1, maxBlocks = kMaxPacketBlocks;
+  int maxRanksPerGpu = 1, residentBlocks = INT32_MAX;
   for (int r = 0; r < nranks_; ++r) {
     int sharing = topology_.ranksOnGpuOf(r);
     maxRanksPerGpu = std::max(maxRanksPerGpu, sharing);
-    maxBlocks = std::min(maxBlocks, std::max(1, topology_.ranks[r].smCount / sharing));
+    residentBlocks = std::min(residentBlocks, std::max(1, topology_.ranks[r].smCount / sharing));
   }
-  selector_.init(topology_.myGpuName, nranks_, maxRanksPerGpu, maxBlocks);
+  selector_.init(topology_.myGpuName, nranks_, maxRanksPerGpu, residentBlocks);
   struct Agreement {
     uint64_t slotPackets;
+    uint64_t laneSlotBytes;
     uint64_t tuning;
   };
   std::vector<Agreement> agreements(nranks_);
-  agreements[rank_] = {slotPacketsFor(nranks_), selector_.fingerprint()};
+  // Lanes: one per block of the largest grid every GPU can hold alongside its other ranks.
+  const int laneBlocks = std::min(residentBlocks, kMaxLaneBlocks);
+  agreements[rank_] = {slotPacketsFor(nranks_), laneSlotBytesFor(laneBlocks, nranks_),
+                       selector_.fingerprint()};
   MSCCLPP_TRY(bootstrap_->allGather(agreements.data(), sizeof(Agreement)));
   size_t slotPackets = agreements[0].slotPackets;
+  size_t laneSlotBytes = agreements[0].laneSlotBytes;
   bool sameTuning = true;
   for (const Agreement& a : agreements) {
     slotPackets = std::min<size_t>(slotPackets, a.slotPackets);
+    laneSlotBytes = std::min<size_t>(laneSlotBytes, a.laneSlotBytes);
     sameTuning = sameTuning && a.tuning == agreements[0].tuning;
   }
   if (!sameTuning) {
@@ -69,8 +89,12 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
     selector_.dropOverrides();
   }
   selector_.setSlotPackets(slotPackets);
+  selector_.setLanes(laneBlocks, laneSlotBytes);
   MSCCLPP_TRY(
       PeerBuffer::create(*bootstrap_, topology_, packetScratchBytes(nranks_, slotPackets), &scratch_));
+  if (laneSlotBytes > 0)
+    MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_,
+                                   laneScratchBytes(laneBlocks, nranks_, laneSlotBytes), &laneScratch_));
 
   MSCCLPP_CUDA_TRY(cudaHostAlloc(&hostFlags_, 2 * sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable));
   hostFlags_[0] = 0;
@@ -81,23 +105,25 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
   const size_t p2pDataBytes = packetScratchBytes(nranks_, slotPackets);
   MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_, p2pDataBytes + p2pAckBytes(nranks_), &p2pScratch_));
 
-  const size_t counters = 2 + 2ull * nranks_ * kMaxPacketBlocks;
+  const size_t p2pCounters = 2ull * nranks_ * kMaxPacketBlocks;
+  const size_t counters = 2 + p2pCounters + laneCounterWords(nranks_);
   MSCCLPP_CUDA_TRY(cudaMalloc(&deviceCounters_, counters * sizeof(uint64_t)));
   MSCCLPP_CUDA_TRY(cudaMemset(deviceCounters_, 0, counters * sizeof(uint64_t)));
 
-  packetComm_.rank = rank_;
-  packetComm_.nranks = nranks_;
-  packetComm_.localScratch = scratch_->local();
-  packetComm_.peerScratch = scratch_->devicePeerTable();
-  packetComm_.slotPackets = slotPackets;
-  packetComm_.steps.value = deviceCounters_;
-  packetComm_.steps.blocksDone = reinterpret_cast<unsigned*>(deviceCounters_ + 1);
-  packetComm_.wait.abortFlag = deviceFlags;
-  packetComm_.wait.errorFlag = deviceFlags + 1;
-  packetComm_.wait.timeoutNs = static_cast<uint64_t>(envDouble("MSCCLPP_NCCL_WAIT_TIMEOUT", 600.0) * 1e9);
-  packetComm_.wait.rank = rank_;
+  PacketComm& packets = transports_.packets;
+  packets.rank = rank_;
+  packets.nranks = nranks_;
+  packets.localScratch = scratch_->local();
+  packets.peerScratch = scratch_->devicePeerTable();
+  packets.slotPackets = slotPackets;
+  packets.steps.value = deviceCounters_;
+  packets.steps.blocksDone = reinterpret_cast<unsigned*>(deviceCounters_ + 1);
+  packets.wait.abortFlag = deviceFlags;
+  packets.wait.errorFlag = deviceFlags + 1;
+  packets.wait.timeoutNs = static_cast<uint64_t>(envDouble("MSCCLPP_NCCL_WAIT_TIMEOUT", 600.0) * 1e9);
+  packets.wait.rank = rank_;
 
-  p2pComm_.packets = packetComm_;
+  p2pComm_.packets = packets;
   p2pComm_.packets.localScratch = p2pScratch_->local();
   p2pComm_.packets.peerScratch = p2pScratch_->devicePeerTable();
   p2pComm_.localAcks = static_cast<char*>(p2pScratch_->local()) + p2pDataBytes;
@@ -109,6 +135,19 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
   p2pComm_.peerAcks = deviceAckTable_;
   p2pComm_.sendSteps = deviceCounters_ + 2;
   p2pComm_.recvSteps = deviceCounters_ + 2 + static_cast<size_t>(nranks_) * kMaxPacketBlocks;
+
+  LaneComm& lanes = transports_.lanes;
+  lanes.rank = rank_;
+  lanes.nranks = nranks_;
+  lanes.blocks = laneBlocks;
+  lanes.slotBytes = laneSlotBytes;
+  lanes.wait = packets.wait;
+  lanes.sent = deviceCounters_ + 2 + p2pCounters;
+  lanes.received = lanes.sent + static_cast<size_t>(laneBlocks) * nranks_;
+  if (laneScratch_) {
+    lanes.localScratch = static_cast<char*>(laneScratch_->local());
+    lanes.peerScratch = reinterpret_cast<char* const*>(laneScratch_->devicePeerTable());
+  }
 
   MSCCLPP_CUDA_TRY(cudaDeviceSynchronize());
   MSCCLPP_TRY(bootstrap_->barrier());
@@ -122,6 +161,7 @@ Communicator::~Communicator() {
   cudaGetDevice(&previous);
   cudaSetDevice(device_);
   scratch_.reset();
+  laneScratch_.reset();
   p2pScratch_.reset();
   if (deviceAckTable_) cudaFree(deviceAckTable_);
   if (deviceCounters_) cudaFree(deviceCounters_);
@@ -139,12 +179,12 @@ Status Communicator::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
                                        cudaMemcpyDeviceToDevice, stream));
     return Status::kSuccess;
   }
-  return runAllReduce(packetComm_, selector_, args, stream);
+  return runAllReduce(transports_, selector_, args, stream);
 }
 
 Status Communicator::exchange(Collective collective, const ExchangeArgs& args, cudaStream_t stream) {
   if (args.rangeBytes == 0) return Status::kSuccess;
-  return runExchange(packetComm_, selector_, collective, args, stream);
+  return runExchange(transports_, selector_, collective, args, stream);
 }
 
 Status Communicator::sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream) {

@@ -35,7 +35,8 @@ class Communicator {
   int ranksOnMyGpu() const { return topology_.ranksOnMyGpu; }
   // Device memory this communicator holds (ncclCommMemStats).
   size_t deviceBytes() const {
-    return (scratch_ ? scratch_->bytes() : 0) + (p2pScratch_ ? p2pScratch_->bytes() : 0);
+    return (scratch_ ? scratch_->bytes() : 0) + (laneScratch_ ? laneScratch_->bytes() : 0) +
+           (p2pScratch_ ? p2pScratch_->bytes() : 0);
   }
 
   // Collectives and point-to-point transfers. Each enqueues on `stream` and never synchronizes the
@@ -67,11 +68,12 @@ class Communicator {
   int device_ = 0;
   std::unique_ptr<Bootstrap> bootstrap_;
   Topology topology_;
-  std::unique_ptr<PeerBuffer> scratch_;
-  std::unique_ptr<PeerBuffer> p2pScratch_;  // p2p data slots, then the ack packets
-  int* hostFlags_ = nullptr;                // [0] abort, [1] kernel error; host-mapped
-  uint64_t* deviceCounters_ = nullptr;      // collective steps, blocks done, p2p steps per peer and lane
-  PacketComm packetComm_{};
+  std::unique_ptr<PeerBuffer> scratch_;      // packet slots of the collectives
+  std::unique_ptr<PeerBuffer> laneScratch_;  // lane slots and semaphores (null past kMaxLaneRanks ranks)
+  std::unique_ptr<PeerBuffer> p2pScratch_;   // p2p data slots, then the ack packets
+  int* hostFlags_ = nullptr;                 // [0] abort, [1] kernel error; host-mapped
+  uint64_t* deviceCounters_ = nullptr;       // collective steps, blocks done, p2p steps per peer and lane
+  Transports transports_{};
   P2pComm p2pComm_{};
   void** deviceAckTable_ = nullptr;
   AlgorithmSelector selector_;

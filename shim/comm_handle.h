@@ -42,6 +42,10 @@ struct ncclComm {
 
   std::mutex opsMutex;
   std::vector<PreMulSumOp> preMulSumOps;  // op value = ncclNumOps + index
+
+  // The last stream found to belong to `device`: callers reuse one stream, and checking it again on
+  // every call would add two CUDA calls to the per-call cost.
+  std::atomic<cudaStream_t> checkedStream{nullptr};
 };
 
 // Checks that `comm` is a live handle whose initialisation finished.

@@ -4,6 +4,7 @@ using mscclpp_nccl::fail;
 using mscclpp_nccl::Status;
 
 ncclResult_t checkStream(ncclComm* comm, cudaStream_t stream, const char* function) {
+  if (stream != nullptr && stream == comm->checkedStream.load(std::memory_order_relaxed)) return ncclSuccess;
   // Querying a capturing stream's device would invalidate the capture, and a capture already pins
   // the stream to the device its work runs on: check streams outside capture only.
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -17,6 +18,7 @@ ncclResult_t checkStream(ncclComm* comm, cudaStream_t stream, const char* functi
       return toNccl(fail(Status::kInvalidArgument,
                          "%s: stream belongs to device %d but the comm to device %d", function, device,
                          comm->device));
+    if (err == cudaSuccess && !defaultStream) comm->checkedStream.store(stream, std::memory_order_relaxed);
   }
   if (err != cudaSuccess) {
     cudaGetLastError();

@@ -3,6 +3,7 @@ our built library, for the ABI and export tests. Plain module: the tests put tes
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import os
 import re
@@ -49,8 +50,19 @@ def stock_include_dir() -> tuple[Path | None, str]:
     return None, f"stock NCCL headers not found (pip install nvidia-nccl-cu13=={STOCK_VERSION})"
 
 
+def library_version_code(path: Path) -> int | None:
+    """What ncclGetVersion of the library at `path` reports (None: it does not load or answer)."""
+    try:
+        lib = ctypes.CDLL(str(path), mode=os.RTLD_LOCAL)
+        code = ctypes.c_int(0)
+        return code.value if lib.ncclGetVersion(ctypes.byref(code)) == 0 else None
+    except OSError:
+        return None
+
+
 def stock_lib() -> tuple[Path | None, str]:
-    """Stock's libnccl.so.2, or None and why not."""
+    """Stock's libnccl.so.2 (MSCCLPP_NCCL_STOCK_LIB: any version; else the 2.32.3 wheel), or None and why
+    not. Older wheels (PyTorch's 2.28) refuse several ranks on one GPU, so they do not count."""
     override = os.environ.get("MSCCLPP_NCCL_STOCK_LIB")
     if override:
         path = Path(override)
@@ -58,6 +70,9 @@ def stock_lib() -> tuple[Path | None, str]:
     for d in _nvidia_dirs():
         path = d / "nccl" / "lib" / "libnccl.so.2"
         if path.is_file():
+            code = library_version_code(path)
+            if code != STOCK_VERSION_CODE:
+                return None, f"{path} is NCCL version code {code}, the tests need {STOCK_VERSION_CODE}"
             return path, ""
     return None, f"stock libnccl.so.2 not found (pip install nvidia-nccl-cu13=={STOCK_VERSION})"
 

@@ -16,3 +16,23 @@ SCENARIOS = ["matrix", "large", "graph", "two_comms", "split", "bad_input", "abo
 @pytest.mark.parametrize("nranks", [2, 4, 8])
 def test_allreduce_scenarios(nranks: int) -> None:
     assert_all_passed(run_ranks(nranks, WORKER, *SCENARIOS), SCENARIOS, nranks)
+
+
+# Each chunked algorithm forced at every size: the matrix then exercises its unaligned, tiny and odd
+# sizes too. The second variant uses 5 blocks and 1 KiB chunks, so slots wrap many times per call, at
+# an odd number of ranks.
+FORCED = {
+    "chunked": ("all_reduce=allreduce_two_shot_chunked", [2, 4, 8]),
+    "chunked_small_chunks": ("all_reduce=allreduce_two_shot_chunked/5/0/1024", [3]),
+}
+FORCED_SCENARIOS = ["matrix", "large", "graph", "two_comms", "abort"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "variant,nranks", [(variant, n) for variant, (_, counts) in FORCED.items() for n in counts]
+)
+def test_allreduce_forced_algorithm(variant: str, nranks: int) -> None:
+    env = {"MSCCLPP_NCCL_ALGO": FORCED[variant][0]}
+    output = run_ranks(nranks, WORKER, *FORCED_SCENARIOS, env=env)
+    assert_all_passed(output, FORCED_SCENARIOS, nranks)

@@ -16,3 +16,21 @@ SCENARIOS = ["matrix", "large", "graph", "p2p", "groups", "threads"]
 @pytest.mark.parametrize("nranks", [2, 4, 8])
 def test_collective_scenarios(nranks: int) -> None:
     assert_all_passed(run_ranks(nranks, WORKER, *SCENARIOS), SCENARIOS, nranks)
+
+
+# The chunked exchange forced for every collective it serves, at every size (see test_allreduce_gpu).
+FORCED = {
+    "chunked": ("exchange_chunked", [2, 4, 8]),
+    "chunked_small_chunks": ("exchange_chunked/3/0/512", [3]),
+}
+FORCED_SCENARIOS = ["matrix", "large", "graph", "groups"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "variant,nranks", [(variant, n) for variant, (_, counts) in FORCED.items() for n in counts]
+)
+def test_collectives_forced_algorithm(variant: str, nranks: int) -> None:
+    env = {"MSCCLPP_NCCL_ALGO": FORCED[variant][0]}
+    output = run_ranks(nranks, WORKER, *FORCED_SCENARIOS, env=env)
+    assert_all_passed(output, FORCED_SCENARIOS, nranks)

@@ -25,6 +25,7 @@ from mscclpp_nccl.binding import RESULT_NAMES, NcclError, ffi
 
 ONE = "allreduce_one_shot_packet"
 TWO = "allreduce_two_shot_packet"
+CHUNKED = "allreduce_two_shot_chunked"
 
 # --- candidates ----------------------------------------------------------------------------------------
 
@@ -108,13 +109,14 @@ def test_block_cap() -> None:
 
 def test_default_candidates() -> None:
     ar = t.default_candidates("all_reduce", 32)
-    assert [c.spec for c in ar] == [ONE] + [f"{ONE}/{n}" for n in (1, 2, 4, 8, 16, 32)] + [TWO] + [
-        f"{TWO}/{n}" for n in (1, 2, 4, 8, 16, 32)
+    grid = (1, 2, 4, 8, 16, 32)
+    assert [c.spec for c in ar] == [
+        spec for algo in (ONE, TWO, CHUNKED) for spec in [algo] + [f"{algo}/{n}" for n in grid]
     ]
     assert all(c.threads is None and c.chunk_bytes is None for c in ar)
-    assert len(t.default_candidates("all_reduce", 16)) == 2 * 6
-    assert [c.blocks for c in t.default_candidates("all_gather", 22)] == [None, 1, 2, 4, 8, 16, 22]
-    assert [c.blocks for c in t.default_candidates("broadcast", 1)] == [None, 1]
+    assert len(t.default_candidates("all_reduce", 16)) == 3 * 6
+    assert [c.blocks for c in t.default_candidates("all_gather", 22)] == 2 * [None, 1, 2, 4, 8, 16, 22]
+    assert [c.blocks for c in t.default_candidates("broadcast", 1)] == [None, 1, None, 1]
     assert {c.algorithm for c in t.default_candidates("sendrecv")} == {"p2p_packet"}
     for coll in b.COLLECTIVES:
         cands = t.default_candidates(coll)

@@ -15,6 +15,12 @@ namespace {
 // One-shot moves (nranks-1) copies of the message but needs one step; two-shot moves 2(n-1)/n of it
 // in two steps. Below this many bytes the saved step wins.
 constexpr size_t kOneShotMaxBytes = 64 * 1024;
+// Packets carry half their bytes in flags, chunks pay a semaphore round trip per step: above these
+// sizes the chunks' bandwidth wins (all-reduce: the message; exchanges: the range per rank).
+constexpr size_t kTwoShotPacketMaxBytes = 1 << 20;
+constexpr size_t kExchangePacketMaxBytes = 512 * 1024;
+// Default chunked grid: one block per this many bytes of the range each rank moves per peer.
+constexpr size_t kLaneBlockBytes = 16 * 1024;
 
 uint64_t fnv1a(const std::string& text, uint64_t hash = 1469598103934665603ull) {
   for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
@@ -50,9 +56,9 @@ size_t wordsOf(size_t bytes) { return (bytes + kPacketPayloadBytes - 1) / kPacke
 
 }  // namespace
 
-void AlgorithmSelector::init(const std::string& gpuName, int nranks, int ranksPerGpu, int maxBlocks) {
+void AlgorithmSelector::init(const std::string& gpuName, int nranks, int ranksPerGpu, int residentBlocks) {
   nranks_ = nranks;
-  maxBlocks_ = std::max(1, maxBlocks);
+  residentBlocks_ = std::max(1, residentBlocks);
 
   std::string forced = envString("MSCCLPP_NCCL_ALGO");
   if (!forced.empty() && !parseForced(forced)) logWarn("ignoring MSCCLPP_NCCL_ALGO=%s", forced.c_str());
@@ -128,35 +134,62 @@ bool AlgorithmSelector::parseForced(const std::string& text) {
 
 LaunchShape AlgorithmSelector::shapeFor(const Algorithm& algorithm, const TuningChoice& choice,
                                         size_t bytes) const {
-  // Default grid: one word per thread per peer range, within the co-residency cap.
-  size_t words = wordsOf(bytes);
-  if (algorithm.id == AlgorithmId::kAllReduceTwoShotPacket) words = (words + nranks_ - 1) / nranks_;
+  // The bytes each rank's kernel moves per peer: the range, or a segment for the two-shot all-reduces.
+  size_t range = bytes;
+  if (algorithm.id == AlgorithmId::kAllReduceTwoShotPacket ||
+      algorithm.id == AlgorithmId::kAllReduceTwoShotChunked)
+    range = (bytes + nranks_ - 1) / nranks_;
   LaunchShape shape;
-  size_t blocks = choice.blocks > 0 ? choice.blocks : (words + kPacketThreads - 1) / kPacketThreads;
-  shape.blocks = static_cast<int>(std::clamp<size_t>(blocks, 1, maxBlocks_));
-  int threads = choice.threads > 0 ? choice.threads / 32 * 32 : kPacketThreads;
-  shape.threads = std::clamp(threads, 32, kPacketThreads);
-  size_t chunk = choice.chunkBytes > 0 ? choice.chunkBytes / kPacketPayloadBytes : slotPackets_;
-  shape.chunkWords = std::clamp<size_t>(chunk, 1, slotPackets_);
+  if (algorithm.protocol == Protocol::kPacket) {
+    // Default grid: one word per thread per peer range. Chunks: whole words, at most a slot.
+    size_t words = wordsOf(range);
+    size_t blocks = choice.blocks > 0 ? choice.blocks : (words + kPacketThreads - 1) / kPacketThreads;
+    shape.blocks = static_cast<int>(std::clamp<size_t>(blocks, 1, maxBlocks()));
+    int threads = choice.threads > 0 ? choice.threads / 32 * 32 : kPacketThreads;
+    shape.threads = std::clamp(threads, 32, kPacketThreads);
+    size_t chunk = choice.chunkBytes > 0 ? choice.chunkBytes / kPacketPayloadBytes : slotPackets_;
+    shape.chunkBytes = std::clamp<size_t>(chunk, 1, slotPackets_) * kPacketPayloadBytes;
+    return shape;
+  }
+  // Default grid: a block per kLaneBlockBytes of the range; chunks split the range evenly over the
+  // blocks, in whole units, at most a slot.
+  size_t blocks = choice.blocks > 0 ? choice.blocks : (range + kLaneBlockBytes - 1) / kLaneBlockBytes;
+  shape.blocks = static_cast<int>(std::clamp<size_t>(blocks, 1, laneBlocks_));
+  int threads = choice.threads > 0 ? choice.threads / 32 * 32 : kLaneThreads;
+  shape.threads = std::clamp(threads, 32, kLaneThreads);
+  size_t chunk = choice.chunkBytes > 0 ? choice.chunkBytes : (range + shape.blocks - 1) / shape.blocks;
+  chunk = (chunk + kLaneAlignment - 1) / kLaneAlignment * kLaneAlignment;
+  shape.chunkBytes = std::clamp<size_t>(chunk, kLaneAlignment, laneSlotBytes_);
   return shape;
+}
+
+bool AlgorithmSelector::usable(const Algorithm& algorithm, Collective collective, size_t bytes) const {
+  return algorithm.accepts(collective, nranks_, bytes) &&
+         (algorithm.protocol != Protocol::kChunked || laneSlotBytes_ >= kLaneAlignment);
 }
 
 Choice AlgorithmSelector::choose(Collective collective, size_t elementBytes, size_t bytes) const {
   const Forced& forced = forced_[static_cast<int>(collective)];
-  if (forced.algorithm && forced.algorithm->accepts(collective, nranks_, bytes))
+  if (forced.algorithm && usable(*forced.algorithm, collective, bytes))
     return Choice{forced.algorithm, shapeFor(*forced.algorithm, forced.choice, bytes), "forced"};
   if (table_.entryCount() > 0) {
     const TuningChoice* tuned =
         table_.find(collectiveName(collective), static_cast<int>(elementBytes), bytes);
     const Algorithm* algorithm = tuned ? findAlgorithm(tuned->algorithm) : nullptr;
-    if (algorithm && algorithm->accepts(collective, nranks_, bytes))
+    if (algorithm && usable(*algorithm, collective, bytes))
       return Choice{algorithm, shapeFor(*algorithm, *tuned, bytes), "table"};
   }
-  AlgorithmId id = AlgorithmId::kExchangePacket;
-  if (collective == Collective::kAllReduce)
+  AlgorithmId id =
+      bytes <= kExchangePacketMaxBytes ? AlgorithmId::kExchangePacket : AlgorithmId::kExchangeChunked;
+  if (collective == Collective::kAllReduce) {
     id = bytes <= kOneShotMaxBytes || nranks_ == 1 ? AlgorithmId::kAllReduceOneShotPacket
-                                                   : AlgorithmId::kAllReduceTwoShotPacket;
+         : bytes <= kTwoShotPacketMaxBytes         ? AlgorithmId::kAllReduceTwoShotPacket
+                                                   : AlgorithmId::kAllReduceTwoShotChunked;
+  }
   if (collective == Collective::kSendRecv) id = AlgorithmId::kP2pPacket;
+  if (!usable(algorithm(id), collective, bytes))
+    id = collective == Collective::kAllReduce ? AlgorithmId::kAllReduceTwoShotPacket
+                                              : AlgorithmId::kExchangePacket;
   const Algorithm& fallback = algorithm(id);
   return Choice{&fallback, shapeFor(fallback, TuningChoice{}, bytes), "rules"};
 }
@@ -166,26 +199,33 @@ namespace {
 void logChoice(Collective collective, size_t bytes, DataType type, const Choice& choice) {
   MSCCLPP_INFO(kTuning, "%s %zu bytes %s: %s (%s), %d blocks x %d threads, %zu-byte chunks",
                collectiveName(collective), bytes, dataTypeName(type), choice.algorithm->name, choice.source,
-               choice.shape.blocks, choice.shape.threads, choice.shape.chunkWords * kPacketPayloadBytes);
+               choice.shape.blocks, choice.shape.threads, choice.shape.chunkBytes);
 }
 
 }  // namespace
 
-Status runAllReduce(const PacketComm& comm, const AlgorithmSelector& selector, const AllReduceArgs& args,
-                    cudaStream_t stream) {
+Status runAllReduce(const Transports& transports, const AlgorithmSelector& selector,
+                    const AllReduceArgs& args, cudaStream_t stream) {
   const size_t bytes = args.count * dataTypeSize(args.type);
   Choice choice = selector.choose(Collective::kAllReduce, dataTypeSize(args.type), bytes);
   logChoice(Collective::kAllReduce, bytes, args.type, choice);
-  if (choice.algorithm->id == AlgorithmId::kAllReduceTwoShotPacket)
-    return launchAllReduceTwoShotPacket(comm, args, choice.shape, stream);
-  return launchAllReduceOneShotPacket(comm, args, choice.shape, stream);
+  switch (choice.algorithm->id) {
+    case AlgorithmId::kAllReduceTwoShotChunked:
+      return launchAllReduceTwoShotChunked(transports.lanes, args, choice.shape, stream);
+    case AlgorithmId::kAllReduceTwoShotPacket:
+      return launchAllReduceTwoShotPacket(transports.packets, args, choice.shape, stream);
+    default:
+      return launchAllReduceOneShotPacket(transports.packets, args, choice.shape, stream);
+  }
 }
 
-Status runExchange(const PacketComm& comm, const AlgorithmSelector& selector, Collective collective,
+Status runExchange(const Transports& transports, const AlgorithmSelector& selector, Collective collective,
                    const ExchangeArgs& args, cudaStream_t stream) {
   Choice choice = selector.choose(collective, dataTypeSize(args.type), args.rangeBytes);
   logChoice(collective, args.rangeBytes, args.type, choice);
-  return launchExchange(comm, args, choice.shape, stream);
+  if (choice.algorithm->id == AlgorithmId::kExchangeChunked)
+    return launchExchangeChunked(transports.lanes, args, choice.shape, stream);
+  return launchExchange(transports.packets, args, choice.shape, stream);
 }
 
 }  // namespace mscclpp_nccl

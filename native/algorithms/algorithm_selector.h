@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -26,16 +27,24 @@ struct Choice {
 
 class AlgorithmSelector {
  public:
-  // `maxBlocks` keeps every rank's kernels co-resident.
-  void init(const std::string& gpuName, int nranks, int ranksPerGpu, int maxBlocks);
-  // Packets per scratch slot: the largest chunk a block moves per peer and step.
+  // `residentBlocks` (the SMs of the most shared GPU over its ranks) keeps every rank's kernels
+  // co-resident: no grid is larger.
+  void init(const std::string& gpuName, int nranks, int ranksPerGpu, int residentBlocks);
+  // Packets per scratch slot: the largest chunk a packet kernel's block moves per peer and step.
   void setSlotPackets(size_t slotPackets) { slotPackets_ = slotPackets; }
+  // Lanes per pair of ranks (the largest chunked grid) and the bytes of one lane slot, the largest
+  // chunk of a chunked kernel (0: no lanes, no chunked algorithms).
+  void setLanes(int blocks, size_t slotBytes) {
+    laneBlocks_ = blocks;
+    laneSlotBytes_ = slotBytes;
+  }
   // A hash of everything that can override the built-in rules here (the same on all ranks or none).
   uint64_t fingerprint() const { return fingerprint_; }
   void dropOverrides();
 
   Choice choose(Collective collective, size_t elementBytes, size_t bytes) const;
-  int maxBlocks() const { return maxBlocks_; }
+  // The largest grid of a packet kernel (p2p included).
+  int maxBlocks() const { return std::min(residentBlocks_, kMaxPacketBlocks); }
 
  private:
   struct Forced {
@@ -44,18 +53,27 @@ class AlgorithmSelector {
   };
   bool parseForced(const std::string& text);
   LaunchShape shapeFor(const Algorithm& algorithm, const TuningChoice& choice, size_t bytes) const;
+  bool usable(const Algorithm& algorithm, Collective collective, size_t bytes) const;
 
   int nranks_ = 1;
-  int maxBlocks_ = 1;
+  int residentBlocks_ = 1;
   size_t slotPackets_ = 1;
+  int laneBlocks_ = 1;
+  size_t laneSlotBytes_ = 0;
   std::array<Forced, kNumCollectives> forced_{};
   TuningTable table_;
   uint64_t fingerprint_ = 0;
 };
 
-Status runAllReduce(const PacketComm& comm, const AlgorithmSelector& selector, const AllReduceArgs& args,
-                    cudaStream_t stream);
-Status runExchange(const PacketComm& comm, const AlgorithmSelector& selector, Collective collective,
+// What a communicator's kernels reach their peers through.
+struct Transports {
+  PacketComm packets;
+  LaneComm lanes;
+};
+
+Status runAllReduce(const Transports& transports, const AlgorithmSelector& selector,
+                    const AllReduceArgs& args, cudaStream_t stream);
+Status runExchange(const Transports& transports, const AlgorithmSelector& selector, Collective collective,
                    const ExchangeArgs& args, cudaStream_t stream);
 
 }  // namespace mscclpp_nccl

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 
+#include "native/algorithms/lanes.h"
 #include "native/algorithms/packet_layout.h"
 #include "native/common/data_type.h"
 #include "native/common/status.h"
@@ -19,12 +20,13 @@ struct AllReduceArgs {
   ReduceOp op;
 };
 
-// How a packet kernel is launched: its grid, and how many words each block moves per peer in one
-// step (at most the scratch slot; smaller chunks mean more, shorter steps).
+// How a kernel is launched: its grid, and how many bytes each block moves per peer in one step (at
+// most the scratch slot of its protocol, a whole number of packet payloads or lane units; smaller
+// chunks mean more, shorter steps).
 struct LaunchShape {
   int blocks;
   int threads;
-  size_t chunkWords;
+  size_t chunkBytes;
 };
 
 // One-shot: every rank sends its whole input to every peer in LL packets and reduces all inputs
@@ -36,5 +38,10 @@ Status launchAllReduceOneShotPacket(const PacketComm& comm, const AllReduceArgs&
 // every peer (all-gather), both in LL packets. Two steps per round, 2(n-1)/n of the data per rank.
 Status launchAllReduceTwoShotPacket(const PacketComm& comm, const AllReduceArgs& args, LaunchShape shape,
                                     cudaStream_t stream);
+
+// Two-shot over lanes: the same two phases in plain 16-byte chunks with semaphores, the reduced
+// chunk written to every peer in the pass that computes it. For large messages.
+Status launchAllReduceTwoShotChunked(const LaneComm& comm, const AllReduceArgs& args, LaunchShape shape,
+                                     cudaStream_t stream);
 
 }  // namespace mscclpp_nccl

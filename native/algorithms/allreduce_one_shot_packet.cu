@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(kPacketThreads)
     for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
       uint2 mine = loadContribution<T>(args, bytes, sendAligned, first + i, scalar);
       for (int k = 1; k < comm.nranks; ++k) {
-        int peer = (comm.rank + k) % comm.nranks;
+        int peer = peerAfter(comm.rank, k, comm.nranks);
         llStore(packetSlot(comm, comm.peerScratch[peer], flag, comm.rank) + i, mine, flag);
       }
     }
@@ -65,9 +65,10 @@ struct OneShotLauncher {
   template <typename T, typename Op>
   cudaError_t run() {
     size_t words = divCeil(args.count * sizeof(T), kPacketPayloadBytes);
-    int rounds = static_cast<int>(divCeil(words, shape.chunkWords * shape.blocks));
+    const size_t chunkWords = shape.chunkBytes / kPacketPayloadBytes;
+    int rounds = static_cast<int>(divCeil(words, chunkWords * shape.blocks));
     allReduceOneShotPacketKernel<T, Op>
-        <<<shape.blocks, shape.threads, 0, stream>>>(comm, args, shape.chunkWords, rounds);
+        <<<shape.blocks, shape.threads, 0, stream>>>(comm, args, chunkWords, rounds);
     return cudaGetLastError();
   }
 };

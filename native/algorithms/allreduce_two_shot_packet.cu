@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(kPacketThreads)
     const size_t offset = (static_cast<size_t>(round) * gridDim.x + blockIdx.x) * chunkWords;
 
     for (int k = 1; k < comm.nranks; ++k) {
-      int peer = (comm.rank + k) % comm.nranks;
+      int peer = peerAfter(comm.rank, k, comm.nranks);
       size_t n = wordsIn(peer, offset);
       LLPacket* dst = packetSlot(comm, comm.peerScratch[peer], scatterFlag, comm.rank);
       for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
@@ -71,13 +71,13 @@ __global__ void __launch_bounds__(kPacketThreads)
       uint2 result = reduction.result(args.op.scaling.postDivisor);
       storeWord<T>(recv, word, bytes, recvAligned, result);
       for (int k = 1; k < comm.nranks; ++k) {
-        int peer = (comm.rank + k) % comm.nranks;
+        int peer = peerAfter(comm.rank, k, comm.nranks);
         llStore(packetSlot(comm, comm.peerScratch[peer], gatherFlag, comm.rank) + i, result, gatherFlag);
       }
     }
 
     for (int k = 1; k < comm.nranks; ++k) {
-      int peer = (comm.rank + k) % comm.nranks;
+      int peer = peerAfter(comm.rank, k, comm.nranks);
       size_t n = wordsIn(peer, offset);
       const LLPacket* src = packetSlot(comm, comm.localScratch, gatherFlag, peer);
       for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
@@ -100,9 +100,10 @@ struct TwoShotLauncher {
   cudaError_t run() {
     size_t words = divCeil(args.count * sizeof(T), kPacketPayloadBytes);
     size_t segmentWords = divCeil(words, comm.nranks);
-    int rounds = static_cast<int>(divCeil(segmentWords, shape.chunkWords * shape.blocks));
+    const size_t chunkWords = shape.chunkBytes / kPacketPayloadBytes;
+    int rounds = static_cast<int>(divCeil(segmentWords, chunkWords * shape.blocks));
     allReduceTwoShotPacketKernel<T, Op>
-        <<<shape.blocks, shape.threads, 0, stream>>>(comm, args, segmentWords, shape.chunkWords, rounds);
+        <<<shape.blocks, shape.threads, 0, stream>>>(comm, args, segmentWords, chunkWords, rounds);
     return cudaGetLastError();
   }
 };

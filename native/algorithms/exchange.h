@@ -39,4 +39,8 @@ struct ExchangeArgs {
 Status launchExchange(const PacketComm& comm, const ExchangeArgs& args, LaunchShape shape,
                       cudaStream_t stream);
 
+// The same exchange over lanes (plain chunks and semaphores): for large ranges.
+Status launchExchangeChunked(const LaneComm& comm, const ExchangeArgs& args, LaunchShape shape,
+                             cudaStream_t stream);
+
 }  // namespace mscclpp_nccl

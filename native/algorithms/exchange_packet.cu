@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(kPacketThreads)
     const size_t n = first < words ? min(words - first, chunkWords) : 0;
 
     for (int k = 1; k < comm.nranks; ++k) {
-      const int peer = (me + k) % comm.nranks;
+      const int peer = peerAfter(me, k, comm.nranks);
       LLPacket* slot = packetSlot(comm, comm.peerScratch[peer], flag, me);
       if (n > 0 && peerSetHas(args.sendTo, peer, args.root)) {
         const char* range = src + peer * args.srcStride;
@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kPacketThreads)
     }
 
     for (int k = 1; k < comm.nranks; ++k) {
-      const int peer = (me - k + comm.nranks) % comm.nranks;
+      const int peer = peerBefore(me, k, comm.nranks);
       const LLPacket* slot = packetSlot(comm, comm.localScratch, flag, peer);
       const bool data = n > 0 && peerSetHas(args.recvFrom, peer, args.root);
       if (data && !kReduce) {
@@ -116,9 +116,10 @@ struct ExchangeLauncher {
   template <typename T, typename Op>
   cudaError_t run() {
     size_t words = divCeil(args.rangeBytes, kPacketPayloadBytes);
-    int rounds = static_cast<int>(divCeil(words, shape.chunkWords * shape.blocks));
+    const size_t chunkWords = shape.chunkBytes / kPacketPayloadBytes;
+    int rounds = static_cast<int>(divCeil(words, chunkWords * shape.blocks));
     exchangeKernel<T, Op, kReduce>
-        <<<shape.blocks, shape.threads, 0, stream>>>(comm, args, shape.chunkWords, rounds);
+        <<<shape.blocks, shape.threads, 0, stream>>>(comm, args, chunkWords, rounds);
     return cudaGetLastError();
   }
 };

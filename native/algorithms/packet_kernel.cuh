@@ -7,6 +7,7 @@
 #include "native/algorithms/packet_layout.h"
 #include "native/device/bounded_wait.cuh"
 #include "native/device/packet.cuh"
+#include "native/device/rank_order.cuh"
 #include "native/device/reduce.cuh"
 #include "native/device/step_sequence.cuh"
 

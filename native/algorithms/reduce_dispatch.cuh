@@ -98,4 +98,23 @@ struct WordReduction {
   }
 };
 
+// Reduces one unit (two words) over ranks, in the order the units are added.
+template <typename T, typename Op>
+struct UnitReduction {
+  WordReduction<T, Op> lo;
+  WordReduction<T, Op> hi;
+
+  __device__ __forceinline__ void first(Unit unit) {
+    lo.first(unit.lo);
+    hi.first(unit.hi);
+  }
+  __device__ __forceinline__ void add(Unit unit) {
+    lo.add(unit.lo);
+    hi.add(unit.hi);
+  }
+  __device__ __forceinline__ Unit result(int postDivisor) {
+    return Unit{lo.result(postDivisor), hi.result(postDivisor)};
+  }
+};
+
 }  // namespace mscclpp_nccl

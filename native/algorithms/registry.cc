@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "native/algorithms/lanes.h"
+
 namespace mscclpp_nccl {
 namespace {
 
@@ -26,19 +28,27 @@ bool collectiveFromName(const std::string& name, Collective* out) {
 }
 
 const std::vector<Algorithm>& algorithms() {
+  constexpr uint32_t kExchangeCollectives = bit(Collective::kAllGather) | bit(Collective::kReduceScatter) |
+                                            bit(Collective::kAlltoAll) | bit(Collective::kBroadcast) |
+                                            bit(Collective::kReduce) | bit(Collective::kGather) |
+                                            bit(Collective::kScatter);
+  // Listed in AlgorithmId order.
   static const std::vector<Algorithm> kAlgorithms = {
-      {AlgorithmId::kAllReduceOneShotPacket, "allreduce_one_shot_packet", bit(Collective::kAllReduce),
-       1 << 16, SIZE_MAX, 1, false,
+      {AlgorithmId::kAllReduceOneShotPacket, "allreduce_one_shot_packet", Protocol::kPacket,
+       bit(Collective::kAllReduce), 1 << 16, SIZE_MAX, 1, false,
        "every rank sends all of its input to every peer in LL packets; one step"},
-      {AlgorithmId::kAllReduceTwoShotPacket, "allreduce_two_shot_packet", bit(Collective::kAllReduce),
-       1 << 16, SIZE_MAX, 1, false, "reduce-scatter then all-gather in LL packets; two steps per chunk"},
-      {AlgorithmId::kExchangePacket, "exchange_packet",
-       bit(Collective::kAllGather) | bit(Collective::kReduceScatter) | bit(Collective::kAlltoAll) |
-           bit(Collective::kBroadcast) | bit(Collective::kReduce) | bit(Collective::kGather) |
-           bit(Collective::kScatter),
-       1 << 16, SIZE_MAX, 1, false, "equal ranges between ranks in LL packets, tokens where no data flows"},
-      {AlgorithmId::kP2pPacket, "p2p_packet", bit(Collective::kSendRecv), 1 << 16, SIZE_MAX, 1, false,
-       "per-peer lanes of LL packets with acknowledgements, one fused kernel per group"},
+      {AlgorithmId::kAllReduceTwoShotPacket, "allreduce_two_shot_packet", Protocol::kPacket,
+       bit(Collective::kAllReduce), 1 << 16, SIZE_MAX, 1, false,
+       "reduce-scatter then all-gather in LL packets; two steps per chunk"},
+      {AlgorithmId::kAllReduceTwoShotChunked, "allreduce_two_shot_chunked", Protocol::kChunked,
+       bit(Collective::kAllReduce), kMaxLaneRanks, SIZE_MAX, 1, false,
+       "reduce-scatter then all-gather in plain 16-byte chunks on lanes with semaphores, many blocks"},
+      {AlgorithmId::kExchangePacket, "exchange_packet", Protocol::kPacket, kExchangeCollectives, 1 << 16,
+       SIZE_MAX, 1, false, "equal ranges between ranks in LL packets, tokens where no data flows"},
+      {AlgorithmId::kExchangeChunked, "exchange_chunked", Protocol::kChunked, kExchangeCollectives,
+       kMaxLaneRanks, SIZE_MAX, 1, false, "equal ranges between ranks in plain chunks on lanes, many blocks"},
+      {AlgorithmId::kP2pPacket, "p2p_packet", Protocol::kPacket, bit(Collective::kSendRecv), 1 << 16,
+       SIZE_MAX, 1, false, "per-peer lanes of LL packets with acknowledgements, one fused kernel per group"},
   };
   return kAlgorithms;
 }

@@ -29,13 +29,20 @@ bool collectiveFromName(const std::string& name, Collective* out);
 enum class AlgorithmId : int {
   kAllReduceOneShotPacket,
   kAllReduceTwoShotPacket,
+  kAllReduceTwoShotChunked,
   kExchangePacket,
+  kExchangeChunked,
   kP2pPacket
 };
+
+// How an algorithm moves data: LL packets (latency) or chunks on lanes (bandwidth). Decides which
+// scratch slots bound its chunk size.
+enum class Protocol : int { kPacket, kChunked };
 
 struct Algorithm {
   AlgorithmId id;
   const char* name;
+  Protocol protocol;
   uint32_t collectives;  // bit c: serves Collective c
   int maxRanks;          // largest communicator it accepts
   size_t maxBytes;       // largest message it accepts (SIZE_MAX: any)

@@ -167,4 +167,44 @@ __device__ __forceinline__ void storeWord(char* base, size_t index, size_t total
   for (size_t i = 0; i < bytes / sizeof(T); ++i) dst[i] = src[i];
 }
 
+// Sixteen bytes of elements, as two words: the unit every chunked (bandwidth) kernel moves.
+struct Unit {
+  uint2 lo;
+  uint2 hi;
+};
+
+// How a buffer may be accessed by units: 16 (one vector access), 8 (two word accesses) or 1 (elements).
+__device__ __forceinline__ int unitAlignment(const void* pointer) {
+  uintptr_t address = reinterpret_cast<uintptr_t>(pointer);
+  return (address & 15) == 0 ? 16 : (address & 7) == 0 ? 8 : 1;
+}
+
+// Unit `index` of a buffer of `totalBytes` bytes; bytes past the end read as zero. Loads bypass L1
+// (.cg), so data a peer wrote after this block last looked is never served stale.
+template <typename T>
+__device__ __forceinline__ Unit loadUnit(const char* base, size_t index, size_t totalBytes, int alignment) {
+  size_t offset = index * 16;
+  if (alignment == 16 && totalBytes - offset >= 16) {
+    uint4 v = __ldcg(reinterpret_cast<const uint4*>(base + offset));
+    return Unit{make_uint2(v.x, v.y), make_uint2(v.z, v.w)};
+  }
+  Unit unit;
+  unit.lo = loadWord<T>(base, 2 * index, totalBytes, alignment >= 8);
+  unit.hi = offset + 8 < totalBytes ? loadWord<T>(base, 2 * index + 1, totalBytes, alignment >= 8)
+                                    : make_uint2(0, 0);
+  return unit;
+}
+
+template <typename T>
+__device__ __forceinline__ void storeUnit(char* base, size_t index, size_t totalBytes, int alignment,
+                                          Unit unit) {
+  size_t offset = index * 16;
+  if (alignment == 16 && totalBytes - offset >= 16) {
+    __stcg(reinterpret_cast<uint4*>(base + offset), make_uint4(unit.lo.x, unit.lo.y, unit.hi.x, unit.hi.y));
+    return;
+  }
+  storeWord<T>(base, 2 * index, totalBytes, alignment >= 8, unit.lo);
+  if (offset + 8 < totalBytes) storeWord<T>(base, 2 * index + 1, totalBytes, alignment >= 8, unit.hi);
+}
+
 }  // namespace mscclpp_nccl

@@ -1,0 +1,181 @@
+// Block-wide pieces shared by the chunked (lane) kernels: lane flow control and the unit loops that
+// copy and reduce chunks. Every thread of a block calls every function here, in the same order.
+#pragma once
+
+#include <cstdint>
+
+#include "native/algorithms/lanes.h"
+#include "native/algorithms/reduce_dispatch.cuh"
+#include "native/device/bounded_wait.cuh"
+#include "native/device/rank_order.cuh"
+#include "native/device/reduce.cuh"
+#include "native/device/semaphore.cuh"
+
+namespace mscclpp_nccl {
+
+// The slot each peer's next chunk uses, resolved once per acquire.
+struct LaneSlots {
+  char* send[kMaxLaneRanks];
+  const char* recv[kMaxLaneRanks];
+};
+
+// One block's view of its lanes. `Peers` arguments are predicates on a rank: the lanes used by a
+// step. Both ends of a lane must use it in the same steps; that keeps its counters in step.
+class LaneBlock {
+ public:
+  __device__ LaneBlock(const LaneComm& lanes, LaneSlots& slots)
+      : lanes_(lanes), slots_(slots), wait_(lanes.wait) {}
+
+  // Waits until each peer has freed the slot of this rank's next chunk to it; false: give up.
+  template <typename Peers>
+  __device__ bool acquireSend(Peers peers) {
+    bool ok = true;
+    for (int peer = threadIdx.x; peer < lanes_.nranks; peer += blockDim.x) {
+      if (peer == lanes_.rank || !peers(peer)) continue;
+      const uint64_t next = counter(lanes_.sent, peer) + 1;
+      slots_.send[peer] =
+          lanes_.peerScratch[peer] + laneSlotOffset(lanes_, blockIdx.x, lanes_.rank, next - 1);
+      if (next > kLaneStages && ok)
+        ok = semaphoreWait(laneFreed(lanes_, lanes_.localScratch, blockIdx.x, peer), next - kLaneStages,
+                           wait_, peer);
+    }
+    return __syncthreads_and(ok);
+  }
+
+  // Announces the chunks just written to each peer's slot.
+  template <typename Peers>
+  __device__ void postSend(Peers peers) {
+    __syncthreads();
+    for (int peer = threadIdx.x; peer < lanes_.nranks; peer += blockDim.x) {
+      if (peer == lanes_.rank || !peers(peer)) continue;
+      const uint64_t next = counter(lanes_.sent, peer) + 1;
+      semaphoreSignal(laneReady(lanes_, lanes_.peerScratch[peer], blockIdx.x, lanes_.rank), next);
+      counter(lanes_.sent, peer) = next;
+    }
+  }
+
+  // Waits until each peer's next chunk to this rank has arrived; false: give up.
+  template <typename Peers>
+  __device__ bool acquireRecv(Peers peers) {
+    bool ok = true;
+    for (int peer = threadIdx.x; peer < lanes_.nranks; peer += blockDim.x) {
+      if (peer == lanes_.rank || !peers(peer)) continue;
+      const uint64_t next = counter(lanes_.received, peer) + 1;
+      slots_.recv[peer] = lanes_.localScratch + laneSlotOffset(lanes_, blockIdx.x, peer, next - 1);
+      if (ok) ok = semaphoreWait(laneReady(lanes_, lanes_.localScratch, blockIdx.x, peer), next, wait_, peer);
+    }
+    return __syncthreads_and(ok);
+  }
+
+  // Hands the slots just read back to their senders.
+  template <typename Peers>
+  __device__ void releaseRecv(Peers peers) {
+    __syncthreads();
+    for (int peer = threadIdx.x; peer < lanes_.nranks; peer += blockDim.x) {
+      if (peer == lanes_.rank || !peers(peer)) continue;
+      const uint64_t next = counter(lanes_.received, peer) + 1;
+      semaphoreSignal(laneFreed(lanes_, lanes_.peerScratch[peer], blockIdx.x, lanes_.rank), next);
+      counter(lanes_.received, peer) = next;
+    }
+  }
+
+  __device__ char* sendSlot(int peer) const { return slots_.send[peer]; }
+  __device__ const char* recvSlot(int peer) const { return slots_.recv[peer]; }
+  __device__ int rank() const { return lanes_.rank; }
+  __device__ int nranks() const { return lanes_.nranks; }
+
+ private:
+  __device__ uint64_t& counter(uint64_t* counters, int peer) const {
+    return counters[static_cast<size_t>(blockIdx.x) * lanes_.nranks + peer];
+  }
+
+  const LaneComm& lanes_;
+  LaneSlots& slots_;
+  BoundedWait wait_;
+};
+
+// Calls store(i, load(i)) for units 0..units-1, kUnroll units per thread in flight.
+template <int kUnroll, typename Load, typename Store>
+__device__ __forceinline__ void forEachUnit(size_t units, Load load, Store store) {
+  for (size_t base = threadIdx.x; base < units; base += kUnroll * blockDim.x) {
+    Unit unit[kUnroll];
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k)
+      if (base + k * blockDim.x < units) unit[k] = load(base + k * blockDim.x);
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k)
+      if (base + k * blockDim.x < units) store(base + k * blockDim.x, unit[k]);
+  }
+}
+
+// One side of a chunk copy: where it is, how many bytes of it are valid and how it may be accessed.
+// Slots are 16-byte aligned and always moved in whole units; user buffers sit at any element offset
+// and are never touched past their end.
+struct ChunkRef {
+  char* base;
+  size_t bytes;
+  int alignment;
+};
+
+__device__ __forceinline__ ChunkRef userChunk(const char* base, size_t bytes) {
+  return ChunkRef{const_cast<char*>(base), bytes, unitAlignment(base)};
+}
+
+__device__ __forceinline__ ChunkRef slotChunk(const char* slot, size_t bytes) {
+  return ChunkRef{const_cast<char*>(slot), (bytes + 15) & ~size_t(15), 16};
+}
+
+// Copies `bytes` bytes; `scale` multiplies every element by `scalar` on the way (PreMulSum's per-rank
+// step). Eight units per thread in flight: a 64 KiB chunk is one pass of a 512-thread block.
+template <typename T>
+__device__ __forceinline__ void copyChunk(ChunkRef dst, ChunkRef src, size_t bytes, bool scale,
+                                          typename ElementTraits<T>::Acc scalar) {
+  if (bytes == 0 || dst.base == src.base) return;
+  forEachUnit<8>((bytes + 15) / 16,
+                 [&](size_t i) {
+                   Unit unit = loadUnit<T>(src.base, i, src.bytes, src.alignment);
+                   if (scale) unit = Unit{Word<T>::scale(unit.lo, scalar), Word<T>::scale(unit.hi, scalar)};
+                   return unit;
+                 },
+                 [&](size_t i, Unit unit) { storeUnit<T>(dst.base, i, dst.bytes, dst.alignment, unit); });
+}
+
+// Reduces `bytes` bytes of every rank's contribution in rank order: this rank's from `own` (scaled
+// when `scale`), every peer's from its received slot. Writes the result to `out` and, when
+// `forward`, into this rank's send slot of every peer.
+template <typename T, typename Op>
+__device__ __forceinline__ void reduceChunk(const LaneBlock& lane, const char* own, char* out, size_t bytes,
+                                            bool scale, typename ElementTraits<T>::Acc scalar,
+                                            int postDivisor, bool forward) {
+  if (bytes == 0) return;
+  const ChunkRef mine = userChunk(own, bytes), result = userChunk(out, bytes);
+  const size_t slotBytes = slotChunk(nullptr, bytes).bytes;
+  const int me = lane.rank(), nranks = lane.nranks();
+  forEachUnit<4>((bytes + 15) / 16,
+                 [&](size_t i) {
+                   UnitReduction<T, Op> reduction;
+                   for (int sender = 0; sender < nranks; ++sender) {
+                     Unit unit;
+                     if (sender == me) {
+                       unit = loadUnit<T>(mine.base, i, mine.bytes, mine.alignment);
+                       if (scale)
+                         unit = Unit{Word<T>::scale(unit.lo, scalar), Word<T>::scale(unit.hi, scalar)};
+                     } else {
+                       unit = loadUnit<T>(lane.recvSlot(sender), i, slotBytes, 16);
+                     }
+                     if (sender == 0)
+                       reduction.first(unit);
+                     else
+                       reduction.add(unit);
+                   }
+                   return reduction.result(postDivisor);
+                 },
+                 [&](size_t i, Unit unit) {
+                   storeUnit<T>(result.base, i, result.bytes, result.alignment, unit);
+                   if (!forward) return;
+                   for (int k = 1; k < nranks; ++k)
+                     storeUnit<T>(lane.sendSlot(peerAfter(me, k, nranks)), i, slotBytes, 16, unit);
+                 });
+}
+
+}  // namespace mscclpp_nccl

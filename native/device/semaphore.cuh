@@ -1,0 +1,37 @@
+// Monotonic 64-bit semaphores between ranks: the signal of the chunked (non-packet) protocol.
+//
+// A writer fills a buffer with plain stores, then publishes a counter with release semantics; a
+// reader that sees the counter reach a value with acquire semantics also sees every store made before
+// it. System scope, because the peer may be another GPU reached over NVLink. Counters only grow, so a
+// stale value can never satisfy a wait for a later one.
+#pragma once
+
+#include <cstdint>
+
+#include "native/device/bounded_wait.cuh"
+
+namespace mscclpp_nccl {
+
+// Publishes `value` at `counter` (usually a peer's memory) after every store this thread made, or saw
+// through a barrier, before the call.
+__device__ __forceinline__ void semaphoreSignal(uint64_t* counter, uint64_t value) {
+  __threadfence_system();
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(counter), "l"(value) : "memory");
+}
+
+__device__ __forceinline__ uint64_t semaphoreLoad(const uint64_t* counter) {
+  uint64_t value;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(value) : "l"(counter) : "memory");
+  return value;
+}
+
+// Waits until `counter` reaches `value`; false when the wait was abandoned (abort, timeout).
+__device__ __forceinline__ bool semaphoreWait(const uint64_t* counter, uint64_t value, BoundedWait& wait,
+                                              int peer) {
+  while (semaphoreLoad(counter) < value) {
+    if (wait.giveUp(peer)) return false;
+  }
+  return true;
+}
+
+}  // namespace mscclpp_nccl
