@@ -1,6 +1,10 @@
 // Times collectives from C, the way nccl-tests does, so that eager numbers carry no Python overhead:
 // host wall time around N back-to-back out-of-place calls after warm-up, then the same calls captured
 // in a CUDA graph and replayed. Works with any libnccl.so.2 (ours or stock), picked by the loader.
+// Sizes are nccl-tests' size column: the total bytes of all_gather's output, reduce_scatter's input and
+// each rank's alltoall buffer; the message of all_reduce and broadcast; what each rank sends in
+// sendrecv (a ring: to rank + 1, from rank - 1). bf16, sum, root 0. host_us is the time the eager
+// calls take to return, before the stream is synchronized: the per-call host cost.
 //
 // Build:  nvcc -O2 -I shim -o build/nccl_timer perf/nccl_timer.cu -L mscclpp_nccl/lib -l:libnccl.so.2
 // Run:    LD_LIBRARY_PATH=mscclpp_nccl/lib python -m mscclpp_nccl.run -n 4 --mps -- \
@@ -74,11 +78,25 @@ bool shareId(int rank, ncclUniqueId* id) {
 
 using Clock = std::chrono::steady_clock;
 
+__global__ void emptyKernel() {}
+
+// Host microseconds one launch of an empty kernel takes: the floor under any library's per-call cost.
+double emptyLaunchMicros(cudaStream_t stream) {
+  for (int i = 0; i < 10; ++i) emptyKernel<<<1, 32, 0, stream>>>();
+  cudaStreamSynchronize(stream);
+  const int launches = 200;
+  auto start = Clock::now();
+  for (int i = 0; i < launches; ++i) emptyKernel<<<1, 32, 0, stream>>>();
+  double micros = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / launches;
+  cudaStreamSynchronize(stream);
+  return micros;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: %s all_reduce MIN_BYTES MAX_BYTES [FACTOR] [ITERS]\n", argv[0]);
+    fprintf(stderr, "usage: %s COLLECTIVE MIN_BYTES MAX_BYTES [FACTOR] [ITERS]\n", argv[0]);
     return 2;
   }
   const size_t minBytes = strtoull(argv[2], nullptr, 0), maxBytes = strtoull(argv[3], nullptr, 0);
@@ -86,8 +104,12 @@ int main(int argc, char** argv) {
   const int iters = argc > 5 ? atoi(argv[5]) : 20, warmup = 5;
   const int rank = envInt("MSCCLPP_NCCL_RANK", envInt("RANK", 0));
   const int nranks = envInt("MSCCLPP_NCCL_WORLD_SIZE", envInt("WORLD_SIZE", 1));
-  if (strcmp(argv[1], "all_reduce") != 0) {
-    fprintf(stderr, "only all_reduce is timed here; use python -m mscclpp_nccl.bench for the rest\n");
+  const std::string collective = argv[1];
+  const char* known[] = {"all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv"};
+  bool isKnown = false;
+  for (const char* name : known) isKnown = isKnown || collective == name;
+  if (!isKnown) {
+    fprintf(stderr, "unknown collective %s\n", collective.c_str());
     return 2;
   }
 
@@ -107,17 +129,34 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaMemset(send, 0, maxBytes));
   int version = 0;
   ncclGetVersion(&version);
+  const double emptyLaunch = emptyLaunchMicros(stream);
+  if (rank == 0) printf("# empty kernel launch: %.2f us of host time\n", emptyLaunch);
   if (rank == 0)
-    printf("# nccl_timer: all_reduce bf16 sum, %d ranks, NCCL version code %d\n#%12s %12s %12s\n", nranks,
-           version, "bytes", "eager_us", "graph_us");
+    printf("# nccl_timer: %s bf16 sum, %d ranks, NCCL version code %d\n#%12s %12s %12s %12s\n",
+           collective.c_str(), nranks, version, "bytes", "eager_us", "graph_us", "host_us");
 
   for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= factor) {
-    const size_t count = bytes / 2;
-    auto run = [&]() { return ncclAllReduce(send, recv, count, ncclBfloat16, ncclSum, comm, stream); };
+    const size_t count = bytes / 2, share = count / nranks;  // elements: whole message, per rank
+    char* sendBytes = static_cast<char*>(send);
+    auto run = [&]() -> ncclResult_t {
+      if (collective == "all_gather") return ncclAllGather(send, recv, share, ncclBfloat16, comm, stream);
+      if (collective == "reduce_scatter")
+        return ncclReduceScatter(send, recv, share, ncclBfloat16, ncclSum, comm, stream);
+      if (collective == "alltoall") return ncclAlltoAll(send, recv, share, ncclBfloat16, comm, stream);
+      if (collective == "broadcast") return ncclBroadcast(send, recv, count, ncclBfloat16, 0, comm, stream);
+      if (collective == "sendrecv") {
+        ncclGroupStart();
+        ncclSend(sendBytes, count, ncclBfloat16, (rank + 1) % nranks, comm, stream);
+        ncclRecv(recv, count, ncclBfloat16, (rank + nranks - 1) % nranks, comm, stream);
+        return ncclGroupEnd();
+      }
+      return ncclAllReduce(send, recv, count, ncclBfloat16, ncclSum, comm, stream);
+    };
     for (int i = 0; i < warmup; ++i) CHECK_NCCL(run());
     CHECK_CUDA(cudaStreamSynchronize(stream));
     auto start = Clock::now();
     for (int i = 0; i < iters; ++i) CHECK_NCCL(run());
+    double host = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters;
     CHECK_CUDA(cudaStreamSynchronize(stream));
     double eager = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters;
 
@@ -137,7 +176,7 @@ int main(int argc, char** argv) {
         std::chrono::duration<double, std::micro>(Clock::now() - start).count() / (replays * iters);
     CHECK_CUDA(cudaGraphExecDestroy(exec));
     CHECK_CUDA(cudaGraphDestroy(graph));
-    if (rank == 0) printf(" %12zu %12.2f %12.2f\n", bytes, eager, captured);
+    if (rank == 0) printf(" %12zu %12.2f %12.2f %12.2f\n", bytes, eager, captured, host);
     if (bytes > maxBytes / factor) break;
   }
   CHECK_NCCL(ncclCommDestroy(comm));

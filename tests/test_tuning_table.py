@@ -771,3 +771,36 @@ def test_json_value_count_limit(driver: Path, tmp_path: Path) -> None:
     assert parse(driver, tmp_path, ok).returncode == 0
     too_many = "[" + ",".join(["0"] * (1 << 20)) + "]"
     assert "more than 1048576 values" in parse(driver, tmp_path, too_many).error
+
+
+def test_shipped_table(driver: Path, tmp_path: Path) -> None:
+    """The table the package ships parses in the C library and answers what the H200 tuning chose."""
+    from mscclpp_nccl.tune import ALGORITHMS
+
+    shipped = (
+        Path(__file__).resolve().parent.parent / "mscclpp_nccl" / "tuning" / "default.json"
+    ).read_text()
+    answers = lookups(
+        driver,
+        tmp_path,
+        shipped,
+        [
+            f"{H200} 4 4 all_reduce 2 1024",
+            f"{H200} 4 4 all_reduce 2 {32 << 20}",
+            f"{H200} 4 4 all_reduce 4 {(32 << 20) + 1}",
+            f"{H200} 8 8 all_reduce 8 {4 << 20}",
+            f"{H200} 2 2 all_reduce 1 {1 << 20}",
+            f"{H200} 4 4 all_gather 2 {8 << 20}",
+            f"{H200} 3 3 all_reduce 2 1024",
+        ],
+        list(ALGORITHMS),
+    )
+    assert [a.split()[0] for a in answers] == [
+        ONE_SHOT,
+        TWO_SHOT,
+        "allreduce_two_shot_chunked",
+        "allreduce_two_shot_chunked",
+        "allreduce_two_shot_chunked",
+        "exchange_chunked",
+        "none",
+    ]
