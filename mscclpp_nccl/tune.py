@@ -338,8 +338,13 @@ def compress_rules(points: Sequence[tuple[int, Candidate | None]]) -> list[dict[
     return [w.rule(None if i == len(runs) - 1 else b) for i, (b, w) in enumerate(runs)]
 
 
+WILDCARD = "*"  # in an entry's gpu, nranks, ranks_per_gpu or dtype_bytes: any (the C library's reading)
+
+
 def entry_key(entry: dict[str, Any]) -> tuple[Any, ...]:
-    return (entry["gpu"], entry["nranks"], entry["ranks_per_gpu"], entry["collective"], entry["dtype_bytes"])
+    """What makes two entries the same (a missing dtype_bytes means any, like "*")."""
+    dtype_bytes = entry.get("dtype_bytes", WILDCARD)
+    return (entry["gpu"], entry["nranks"], entry["ranks_per_gpu"], entry["collective"], dtype_bytes)
 
 
 def make_entry(
@@ -402,20 +407,23 @@ def validate_table(doc: Any) -> None:
     seen: set[tuple[Any, ...]] = set()
     for i, e in enumerate(doc["entries"]):
         where = f"entries[{i}]"
-        _exact_keys(e, where, {"gpu", "nranks", "ranks_per_gpu", "collective", "dtype_bytes", "rules"})
+        _exact_keys(
+            e, where, {"gpu", "nranks", "ranks_per_gpu", "collective", "rules"}, frozenset({"dtype_bytes"})
+        )
         if not isinstance(e["gpu"], str) or not e["gpu"]:
-            raise TableError(f"{where}.gpu: a non-empty string")
+            raise TableError(f"{where}.gpu: a device name or {WILDCARD!r}")
         for key in ("nranks", "ranks_per_gpu"):
-            if not _is_int(e[key]) or e[key] < 1:
-                raise TableError(f"{where}.{key}: a positive integer")
-        if e["ranks_per_gpu"] > e["nranks"]:
+            if e[key] != WILDCARD and (not _is_int(e[key]) or e[key] < 1):
+                raise TableError(f"{where}.{key}: a positive integer or {WILDCARD!r}")
+        if _is_int(e["nranks"]) and _is_int(e["ranks_per_gpu"]) and e["ranks_per_gpu"] > e["nranks"]:
             raise TableError(f"{where}: ranks_per_gpu exceeds nranks")
         if e["collective"] not in COLLECTIVES:
             raise TableError(
                 f"{where}.collective: {e['collective']!r} is not one of {', '.join(COLLECTIVES)}"
             )
-        if not _is_int(e["dtype_bytes"]) or e["dtype_bytes"] not in (1, 2, 4, 8):
-            raise TableError(f"{where}.dtype_bytes: 1, 2, 4 or 8")
+        dtype_bytes = e.get("dtype_bytes", WILDCARD)
+        if dtype_bytes != WILDCARD and (not _is_int(dtype_bytes) or dtype_bytes not in (1, 2, 4, 8)):
+            raise TableError(f"{where}.dtype_bytes: 1, 2, 4, 8 or {WILDCARD!r}")
         key = entry_key(e)
         if key in seen:
             raise TableError(f"{where}: a second entry for {key}")

@@ -1007,3 +1007,18 @@ def test_main_launches_merges_and_plots(
     bad.write_text('{"format": "mscclpp-nccl-tuning", "version": 1, "entries": [], "x": 1}')
     assert t.main(["--from-raw", str(tmp_path / "raw.json"), "--out", str(bad)]) == 2
     assert '"x": 1' in bad.read_text()
+
+
+def test_validate_table_accepts_wildcards() -> None:
+    """Wildcards the C library reads ("*" for gpu, nranks, ranks_per_gpu and dtype_bytes; dtype_bytes may
+    be left out) pass, and a wildcard entry keeps its own key when a measured entry is merged in."""
+    wild = _entry()
+    wild.update(gpu="*", nranks="*", ranks_per_gpu="*")
+    wild.pop("dtype_bytes")
+    table = t.new_table([wild])
+    t.validate_table(table)
+    merged = t.merge_tables(table, [_entry()])
+    t.validate_table(merged)
+    assert [t.entry_key(e)[-1] for e in merged["entries"]] == ["*", 2]
+    with pytest.raises(t.TableError):
+        t.validate_table(t.new_table([{**wild, "nranks": "any"}]))
