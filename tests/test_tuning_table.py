@@ -9,15 +9,14 @@ import json
 import math
 import os
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from host_build import build_driver, driver_env
 
-REPO = Path(__file__).resolve().parent.parent
 SOURCES = [
     "native/common/json.cc",
     "native/common/logging.cc",
@@ -25,7 +24,6 @@ SOURCES = [
     "native/algorithms/tuning_table.cc",
     "tests/tuning_driver.cc",
 ]
-SANITIZERS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer"]
 H200 = "NVIDIA H200"
 ONE_SHOT = "allreduce_one_shot_packet"
 TWO_SHOT = "allreduce_two_shot_packet"
@@ -54,54 +52,22 @@ def _short(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NCCL_") and not k.startswith("MSCCLPP_")}
-    # LeakSanitizer needs ptrace, which some sandboxes refuse; memory errors are still caught.
-    env["ASAN_OPTIONS"] = "detect_leaks=0"
-    return env
-
-
-def _compile(compiler: str, out: Path, flags: list[str]) -> bool:
-    """Compiles the sources in parallel (one g++ per file) and links them into `out`."""
-    base = [compiler, "-std=c++17", "-Wall", "-Wextra", f"-I{REPO}", *flags]
-    objects = [out.parent / f"{Path(s).stem}.o" for s in SOURCES]
-    procs = [
-        subprocess.Popen([*base, "-c", str(REPO / s), "-o", str(o)], stderr=subprocess.PIPE, text=True)
-        for s, o in zip(SOURCES, objects, strict=True)
-    ]
-    ok = True
-    for proc in procs:
-        _, errors = proc.communicate(timeout=300)
-        if proc.returncode != 0:
-            ok = False
-            print(errors)  # shown by pytest when the build fails
-    if not ok:
-        return False
-    link = subprocess.run(
-        [*base, *map(str, objects), "-o", str(out)], capture_output=True, text=True, check=False
-    )
-    print(link.stderr)
-    return link.returncode == 0
-
-
 @pytest.fixture(scope="session")
 def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    compiler = shutil.which("g++")
-    if compiler is None:
-        pytest.skip("g++ is not installed")
     out = tmp_path_factory.mktemp("tuning") / "tuning_driver"
-    if _compile(compiler, out, ["-O0", "-g", *SANITIZERS]):
-        # An empty document must fail cleanly; anything else means the sanitizer runtime does not work here.
-        probe = subprocess.run([str(out), "--json", os.devnull], capture_output=True, env=_env(), check=False)
-        if probe.returncode == 1:
-            return out
-    assert _compile(compiler, out, ["-O2"]), "the tuning driver does not build (see the captured output)"
-    return out
+    # An empty document must fail cleanly; anything else means the sanitizer runtime does not work here.
+    return build_driver(out, SOURCES, ["--json", os.devnull], 1)
 
 
 def _run(driver: Path, args: list[str], stdin: str = "") -> Result:
     proc = subprocess.run(
-        [str(driver), *args], input=stdin, capture_output=True, text=True, env=_env(), timeout=60, check=False
+        [str(driver), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=driver_env(),
+        timeout=60,
+        check=False,
     )
     # A signal (negative rc) or a sanitizer report means the library crashed or misbehaved.
     assert proc.returncode in (0, 1), f"driver crashed: rc={proc.returncode}\n{proc.stderr}"

@@ -1,0 +1,66 @@
+// Test driver for the algorithm selector (tests/test_selector.py builds it with g++ and the CUDA headers;
+// no GPU is used).
+//
+//   selector_driver GPU_NAME NRANKS RANKS_PER_GPU RESIDENT_BLOCKS LANE_BLOCKS LANE_SLOT_BYTES SLOT_PACKETS
+//     Sets a selector up as a communicator would (MSCCLPP_NCCL_ALGO and MSCCLPP_NCCL_TUNING_FILE come from
+//     the environment), then answers choices read from stdin, one per line: "collective elementBytes
+//     bytes", with "algorithm blocks threads chunkBytes source".
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "native/algorithms/algorithm_selector.h"
+
+namespace mscclpp_nccl {
+
+// The kernels are not linked here; runAllReduce/runExchange refer to them, and must never reach these.
+namespace {
+Status notLinked() { return Status::kInternalError; }
+}  // namespace
+Status launchAllReduceOneShotPacket(const PacketComm&, const AllReduceArgs&, LaunchShape, cudaStream_t) {
+  return notLinked();
+}
+Status launchAllReduceTwoShotPacket(const PacketComm&, const AllReduceArgs&, LaunchShape, cudaStream_t) {
+  return notLinked();
+}
+Status launchAllReduceTwoShotChunked(const LaneComm&, const AllReduceArgs&, LaunchShape, cudaStream_t) {
+  return notLinked();
+}
+Status launchExchange(const PacketComm&, const ExchangeArgs&, LaunchShape, cudaStream_t) {
+  return notLinked();
+}
+Status launchExchangeChunked(const LaneComm&, const ExchangeArgs&, LaunchShape, cudaStream_t) {
+  return notLinked();
+}
+
+}  // namespace mscclpp_nccl
+
+int main(int argc, char** argv) {
+  if (argc != 8) {
+    fprintf(
+        stderr,
+        "usage: %s GPU_NAME NRANKS RANKS_PER_GPU RESIDENT_BLOCKS LANE_BLOCKS LANE_SLOT_BYTES SLOT_PACKETS\n",
+        argv[0]);
+    return 2;
+  }
+  mscclpp_nccl::AlgorithmSelector selector;
+  selector.init(argv[1], atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
+  selector.setLanes(atoi(argv[5]), strtoull(argv[6], nullptr, 10));
+  selector.setSlotPackets(strtoull(argv[7], nullptr, 10));
+  for (std::string line; std::getline(std::cin, line);) {
+    std::istringstream words(line);
+    std::string name;
+    size_t elementBytes = 0, bytes = 0;
+    mscclpp_nccl::Collective collective;
+    if (!(words >> name >> elementBytes >> bytes) || !mscclpp_nccl::collectiveFromName(name, &collective)) {
+      printf("BAD QUERY %s\n", line.c_str());
+      continue;
+    }
+    mscclpp_nccl::Choice choice = selector.choose(collective, elementBytes, bytes);
+    printf("%s %d %d %zu %s\n", choice.algorithm->name, choice.shape.blocks, choice.shape.threads,
+           choice.shape.chunkBytes, choice.source);
+  }
+  return 0;
+}

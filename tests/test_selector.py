@@ -1,0 +1,177 @@
+"""CPU tests of the algorithm selector: tests/selector_driver.cc (the selector, registry and tuning table,
+no kernels) is built with g++ against the CUDA headers and asked for choices as communicators of several
+shapes would ask. Checks the built-in rules, the shipped table, MSCCLPP_NCCL_ALGO, and that every launch
+shape stays inside what the kernels accept (grid caps, whole packet words or 16-byte lane units, slots)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from host_build import REPO, build_driver, driver_env
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stock_nccl import cuda_include_dir
+
+SOURCES = [
+    "native/common/json.cc",
+    "native/common/logging.cc",
+    "native/common/env.cc",
+    "native/algorithms/tuning_table.cc",
+    "native/algorithms/registry.cc",
+    "native/algorithms/algorithm_selector.cc",
+    "tests/selector_driver.cc",
+]
+H200 = "NVIDIA H200"
+SHIPPED = REPO / "mscclpp_nccl" / "tuning" / "default.json"
+NO_TABLE = "/nonexistent/tuning.json"
+PACKET_THREADS = 512  # kPacketThreads
+LANE_THREADS = 512  # kLaneThreads
+MAX_PACKET_BLOCKS = 32  # kMaxPacketBlocks
+CHUNKED = ("allreduce_two_shot_chunked", "exchange_chunked")
+
+
+@dataclass(frozen=True)
+class Comm:
+    """A communicator's selector setup: as Communicator::connect derives it."""
+
+    nranks: int
+    ranks_per_gpu: int
+    resident_blocks: int  # SMs / ranks per GPU
+    lane_blocks: int  # min(resident, kMaxLaneBlocks)
+    lane_slot_bytes: int
+    slot_packets: int
+
+    def args(self) -> list[str]:
+        numbers = [self.nranks, self.ranks_per_gpu, self.resident_blocks, self.lane_blocks]
+        return [H200, *map(str, [*numbers, self.lane_slot_bytes, self.slot_packets])]
+
+
+# 132 SMs shared by 2, 4 and 8 ranks; lane slots as the default 32 MiB budget gives them.
+COMMS = {
+    2: Comm(2, 2, 66, 64, 131072, 4096),
+    4: Comm(4, 4, 33, 33, 126976, 2048),
+    8: Comm(8, 8, 16, 16, 131072, 1024),
+}
+
+
+@dataclass(frozen=True)
+class Choice:
+    algorithm: str
+    blocks: int
+    threads: int
+    chunk_bytes: int
+    source: str
+
+
+@pytest.fixture(scope="session")
+def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    include, why = cuda_include_dir()
+    if include is None:
+        pytest.skip(why)
+    out = tmp_path_factory.mktemp("selector") / "selector_driver"
+    return build_driver(out, SOURCES, COMMS[4].args(), 0, [f"-I{include}"])
+
+
+def choose(
+    driver: Path, comm: Comm, queries: list[str], table: str = NO_TABLE, algo: str = ""
+) -> list[Choice]:
+    env = driver_env()
+    env["MSCCLPP_NCCL_TUNING_FILE"] = table
+    if algo:
+        env["MSCCLPP_NCCL_ALGO"] = algo
+    proc = subprocess.run(
+        [str(driver), *comm.args()], input="\n".join(queries) + "\n", capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0 and "runtime error" not in proc.stderr, proc.stderr
+    rows = [line.split() for line in proc.stdout.splitlines()]
+    assert len(rows) == len(queries) and all(len(r) == 5 for r in rows), proc.stdout
+    return [Choice(r[0], int(r[1]), int(r[2]), int(r[3]), r[4]) for r in rows]
+
+
+def assert_launchable(choice: Choice, comm: Comm) -> None:
+    """The shape is one the kernels accept: co-resident grid, legal threads, chunk within a slot."""
+    if choice.algorithm in CHUNKED:
+        assert 1 <= choice.blocks <= comm.lane_blocks, choice
+        assert 32 <= choice.threads <= LANE_THREADS and choice.threads % 32 == 0, choice
+        assert 16 <= choice.chunk_bytes <= comm.lane_slot_bytes and choice.chunk_bytes % 16 == 0, choice
+    else:
+        assert 1 <= choice.blocks <= min(comm.resident_blocks, MAX_PACKET_BLOCKS), choice
+        assert 32 <= choice.threads <= PACKET_THREADS and choice.threads % 32 == 0, choice
+        assert 8 <= choice.chunk_bytes <= comm.slot_packets * 8 and choice.chunk_bytes % 8 == 0, choice
+
+
+SIZES = [1, 8, 1000, 65536, 65537, 524288, 524289, 1 << 20, (1 << 20) + 1, 33554432, 33554433, 1 << 31]
+COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "gather"]
+
+
+def test_built_in_rules(driver: Path) -> None:
+    comm = COMMS[4]
+    got = choose(driver, comm, ["all_reduce 2 65536", "all_reduce 2 65537", "all_reduce 4 1048577"])
+    assert [c.algorithm for c in got] == [
+        "allreduce_one_shot_packet",
+        "allreduce_two_shot_packet",
+        "allreduce_two_shot_chunked",
+    ]
+    got = choose(driver, comm, ["all_gather 2 524288", "alltoall 1 524289", "sendrecv 1 1048576"])
+    assert [c.algorithm for c in got] == ["exchange_packet", "exchange_chunked", "p2p_packet"]
+    assert all(c.source == "rules" for c in got)
+
+
+@pytest.mark.parametrize("nranks", sorted(COMMS))
+def test_every_shape_is_launchable(driver: Path, nranks: int) -> None:
+    comm = COMMS[nranks]
+    queries = [f"{coll} {dtype} {size}" for coll in COLLECTIVES for dtype in (1, 2, 4, 8) for size in SIZES]
+    for table in (NO_TABLE, str(SHIPPED)):
+        for choice in choose(driver, comm, queries, table):
+            assert_launchable(choice, comm)
+
+
+def test_default_chunked_shape(driver: Path) -> None:
+    """Chunked defaults: a block per 16 KiB of the per-rank range (within the lane count), the range
+    split evenly in whole units, at most a slot."""
+    comm = COMMS[4]
+    [big, small] = choose(driver, comm, ["all_reduce 2 33554432", "all_gather 2 1048577"])
+    assert (big.blocks, big.chunk_bytes) == (33, comm.lane_slot_bytes)
+    assert small.algorithm == "exchange_chunked" and small.blocks == 33
+    per_block = -(-((1 << 20) + 1) // 33)
+    assert small.chunk_bytes == -(-per_block // 16) * 16 == 31776
+
+
+def test_forced_shapes_are_clamped(driver: Path) -> None:
+    comm = COMMS[4]
+    algo = "all_reduce=allreduce_two_shot_chunked/100/1000/1000,all_gather=exchange_chunked/5/64/1"
+    [ar, ag] = choose(driver, comm, ["all_reduce 2 1024", "all_gather 2 4096"], algo=algo)
+    assert (ar.algorithm, ar.blocks, ar.threads, ar.chunk_bytes, ar.source) == (
+        "allreduce_two_shot_chunked",
+        comm.lane_blocks,
+        LANE_THREADS,
+        1008,
+        "forced",
+    )
+    assert (ag.algorithm, ag.blocks, ag.threads, ag.chunk_bytes) == ("exchange_chunked", 5, 64, 16)
+
+
+def test_no_lanes_means_no_chunked_algorithm(driver: Path) -> None:
+    """Past kMaxLaneRanks ranks there are no lanes: neither the rules nor MSCCLPP_NCCL_ALGO pick them."""
+    comm = Comm(65, 1, 132, 64, 0, 32)
+    for algo in ("", "allreduce_two_shot_chunked,exchange_chunked"):
+        got = choose(driver, comm, ["all_reduce 4 1073741824", "all_gather 4 1073741824"], algo=algo)
+        assert [c.algorithm for c in got] == ["allreduce_two_shot_packet", "exchange_packet"], got
+
+
+def test_shipped_table_is_read(driver: Path) -> None:
+    got = choose(
+        driver,
+        COMMS[4],
+        ["all_reduce 2 1048576", "all_reduce 4 33554432", "all_reduce 2 33554433"],
+        str(SHIPPED),
+    )
+    assert [(c.algorithm, c.source) for c in got] == [
+        ("allreduce_two_shot_packet", "table"),
+        ("allreduce_two_shot_packet", "table"),
+        ("allreduce_two_shot_chunked", "table"),
+    ]
