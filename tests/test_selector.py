@@ -175,3 +175,17 @@ def test_shipped_table_is_read(driver: Path) -> None:
         ("allreduce_two_shot_packet", "table"),
         ("allreduce_two_shot_chunked", "table"),
     ]
+
+
+def test_packet_work_spreads_over_the_blocks(driver: Path) -> None:
+    """Packet defaults: a block per 512 words, each block a fair share of the words (not a whole slot,
+    which would leave one block doing a small message alone), a slot at most per step."""
+    comm = COMMS[4]
+    got = choose(
+        driver,
+        comm,
+        ["all_reduce 2 16384", "all_reduce 2 1024", "all_gather 4 65536", "all_reduce 2 1048576"],
+    )
+    assert [(c.blocks, c.chunk_bytes) for c in got] == [(4, 4096), (1, 1024), (16, 4096), (32, 8192)]
+    [big] = choose(driver, comm, ["all_gather 2 524288"])
+    assert (big.blocks, big.chunk_bytes) == (32, comm.slot_packets * 8)

@@ -141,13 +141,16 @@ LaunchShape AlgorithmSelector::shapeFor(const Algorithm& algorithm, const Tuning
     range = (bytes + nranks_ - 1) / nranks_;
   LaunchShape shape;
   if (algorithm.protocol == Protocol::kPacket) {
-    // Default grid: one word per thread per peer range. Chunks: whole words, at most a slot.
+    // Default grid: one word per thread per peer range. Chunks: the range split evenly over the blocks
+    // (a block given a whole slot would do every word of a small message alone), whole words, at most
+    // a slot.
     size_t words = wordsOf(range);
     size_t blocks = choice.blocks > 0 ? choice.blocks : (words + kPacketThreads - 1) / kPacketThreads;
     shape.blocks = static_cast<int>(std::clamp<size_t>(blocks, 1, maxBlocks()));
     int threads = choice.threads > 0 ? choice.threads / 32 * 32 : kPacketThreads;
     shape.threads = std::clamp(threads, 32, kPacketThreads);
-    size_t chunk = choice.chunkBytes > 0 ? choice.chunkBytes / kPacketPayloadBytes : slotPackets_;
+    size_t chunk = choice.chunkBytes > 0 ? choice.chunkBytes / kPacketPayloadBytes
+                                         : (words + shape.blocks - 1) / shape.blocks;
     shape.chunkBytes = std::clamp<size_t>(chunk, 1, slotPackets_) * kPacketPayloadBytes;
     return shape;
   }
