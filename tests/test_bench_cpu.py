@@ -5,14 +5,12 @@ NCCL (ranks are threads; "device" memory is host memory), for every collective.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import math
-import socket
 import threading
-from types import SimpleNamespace
 from typing import Any
 
+import fake_nccl as fake
 import numpy as np
 import pytest
 
@@ -516,12 +514,6 @@ def test_scalar_bits() -> None:
 # --- bookkeeping -----------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _run_threads(n: int, fn: Any) -> list[Any]:
     results: list[Any] = [None] * n
 
@@ -541,7 +533,7 @@ def _run_threads(n: int, fn: Any) -> list[Any]:
 
 
 def test_host_group_allgather_and_barrier() -> None:
-    port = _free_port()
+    port = fake.free_port()
 
     def rank(r: int) -> list[Any]:
         g = b.HostGroup(r, 3, "127.0.0.1", port, 10.0)
@@ -560,7 +552,7 @@ def test_host_group_allgather_and_barrier() -> None:
 
 
 def test_host_group_sees_a_rank_leave() -> None:
-    port = _free_port()
+    port = fake.free_port()
 
     def rank(r: int) -> Any:
         g = b.HostGroup(r, 3, "127.0.0.1", port, 10.0)
@@ -580,7 +572,7 @@ def test_host_group_sees_a_rank_leave() -> None:
 
 def test_host_group_times_out() -> None:
     with pytest.raises(b.HostGroupError, match="did not connect"):
-        b.HostGroup(0, 2, "127.0.0.1", _free_port(), 0.3)
+        b.HostGroup(0, 2, "127.0.0.1", fake.free_port(), 0.3)
 
 
 def test_combine_times() -> None:
@@ -614,35 +606,6 @@ def test_main_without_gpu(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
 # --- the worker loop against stand-ins -------------------------------------------------------------------
 
 
-class _Runtime:
-    memcpyDefault = 4
-    streamCaptureModeGlobal = 0
-    streamCaptureModeThreadLocal = 1
-
-    @staticmethod
-    def memcpyAsync(dst: int, src: int, n: int, kind: int, stream: int) -> None:
-        ctypes.memmove(dst, src, n)
-
-    @staticmethod
-    def memsetAsync(ptr: int, value: int, n: int, stream: int) -> None:
-        ctypes.memset(ptr, value, n)
-
-    @staticmethod
-    def getDeviceCount() -> int:
-        return 1
-
-    @staticmethod
-    def getDeviceProperties(device: int) -> dict[str, Any]:
-        return {
-            "name": b"Fake H200",
-            "pciDomainID": 0,
-            "pciBusID": 0x18,
-            "pciDeviceID": 0,
-            "major": 9,
-            "minor": 0,
-        }
-
-
 class _Graph:
     def launch(self, stream: Any = None) -> None:
         pass  # the captured calls already ran (the stand-in library executes at once)
@@ -664,60 +627,17 @@ class _Stream:
         return _Graph()
 
 
-class _Device:
-    def __init__(self, device: int) -> None:
-        pass
-
-    def use(self) -> None:
-        pass
+FAKE_CUPY = fake.fake_cupy(fake.HostRuntime, _Stream)
+TYPE_BY_CODE = fake.TYPE_BY_CODE
 
 
-class _Mem:
-    def __init__(self, size: int) -> None:
-        self.buf = ctypes.create_string_buffer(size)
-        self.ptr = ctypes.addressof(self.buf)
+class _FakeLib(fake.FakeLibResources):
+    """NCCL's calls on host memory, one instance per rank, rendezvousing through a fake.World."""
 
-
-FAKE_CUPY = SimpleNamespace(
-    cuda=SimpleNamespace(runtime=_Runtime, Stream=_Stream, Device=_Device, alloc=_Mem), __version__="fake"
-)
-TYPE_BY_CODE = {t.nccl: t for t in b.TYPES}
-
-
-class _World:
-    """What the ranks of the stand-in library share: a rendezvous for every call."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.barrier = threading.Barrier(n, timeout=30)
-        self.slots: list[Any] = [None] * n
-
-    def exchange(self, rank: int, value: Any) -> list[Any]:
-        self.slots[rank] = value
-        self.barrier.wait()
-        values = list(self.slots)
-        self.barrier.wait()
-        return values
-
-
-def _addr(p: Any) -> int:
-    return int(ffi.cast("uintptr_t", p))
-
-
-def _view(p: Any, count: int, dt: b.DType) -> np.ndarray:
-    if count == 0:
-        return np.zeros(0, dt.storage)
-    raw = (ctypes.c_char * (count * dt.size)).from_address(_addr(p))
-    return np.frombuffer(raw, dtype=dt.storage)
-
-
-class _FakeLib:
-    """NCCL's calls on host memory, one instance per rank, rendezvousing through a _World."""
-
-    def __init__(self, world: _World, rank: int, fail: str | None = None, corrupt: bool = False) -> None:
+    def __init__(self, world: fake.World, rank: int, fail: str | None = None, corrupt: bool = False) -> None:
+        super().__init__()
         self.world, self.rank, self.fail, self.corrupt = world, rank, fail, corrupt
         self.last = ""
-        self.buffers: list[Any] = []
         self.premul: dict[int, int] = {}
         self.depth = 0
         self.p2p: list[tuple[str, int, Any, int, b.DType]] = []
@@ -754,18 +674,18 @@ class _FakeLib:
         if rc := self._enter("ncclAllReduce"):
             return rc
         dt = TYPE_BY_CODE[code]
-        parts = self.world.exchange(self.rank, (_view(s, count, dt).copy(), self.premul.get(op, 1)))
+        parts = self.world.exchange(self.rank, (fake.view(s, count, dt).copy(), self.premul.get(op, 1)))
         out = self._reduce(dt, op, parts)
         self._damage(out)
-        _view(r, count, dt)[:] = out
+        fake.view(r, count, dt)[:] = out
         return 0
 
     def ncclReduceScatter(self, s: Any, r: Any, count: int, code: int, op: int, comm: Any, st: Any) -> int:
         if rc := self._enter("ncclReduceScatter"):
             return rc
         dt, n = TYPE_BY_CODE[code], self.world.n
-        parts = self.world.exchange(self.rank, (_view(s, count * n, dt).copy(), self.premul.get(op, 1)))
-        _view(r, count, dt)[:] = self._reduce(dt, op, parts)[self.rank * count : (self.rank + 1) * count]
+        parts = self.world.exchange(self.rank, (fake.view(s, count * n, dt).copy(), self.premul.get(op, 1)))
+        fake.view(r, count, dt)[:] = self._reduce(dt, op, parts)[self.rank * count : (self.rank + 1) * count]
         return 0
 
     def ncclReduce(
@@ -774,40 +694,40 @@ class _FakeLib:
         if rc := self._enter("ncclReduce"):
             return rc
         dt = TYPE_BY_CODE[code]
-        parts = self.world.exchange(self.rank, (_view(s, count, dt).copy(), self.premul.get(op, 1)))
+        parts = self.world.exchange(self.rank, (fake.view(s, count, dt).copy(), self.premul.get(op, 1)))
         if self.rank == root:
-            _view(r, count, dt)[:] = self._reduce(dt, op, parts)
+            fake.view(r, count, dt)[:] = self._reduce(dt, op, parts)
         return 0
 
     def ncclAllGather(self, s: Any, r: Any, count: int, code: int, comm: Any, st: Any) -> int:
         if rc := self._enter("ncclAllGather"):
             return rc
         dt = TYPE_BY_CODE[code]
-        parts = self.world.exchange(self.rank, _view(s, count, dt).copy())
-        _view(r, count * self.world.n, dt)[:] = np.concatenate(parts)
+        parts = self.world.exchange(self.rank, fake.view(s, count, dt).copy())
+        fake.view(r, count * self.world.n, dt)[:] = np.concatenate(parts)
         return 0
 
     def ncclBroadcast(self, s: Any, r: Any, count: int, code: int, root: int, comm: Any, st: Any) -> int:
         if rc := self._enter("ncclBroadcast"):
             return rc
         dt = TYPE_BY_CODE[code]
-        parts = self.world.exchange(self.rank, _view(s, count, dt).copy() if self.rank == root else None)
-        _view(r, count, dt)[:] = parts[root]
+        parts = self.world.exchange(self.rank, fake.view(s, count, dt).copy() if self.rank == root else None)
+        fake.view(r, count, dt)[:] = parts[root]
         return 0
 
     def ncclAlltoAll(self, s: Any, r: Any, count: int, code: int, comm: Any, st: Any) -> int:
         if rc := self._enter("ncclAlltoAll"):
             return rc
         dt, n, me = TYPE_BY_CODE[code], self.world.n, self.rank
-        parts = self.world.exchange(me, _view(s, count * n, dt).copy())
-        _view(r, count * n, dt)[:] = np.concatenate([x[me * count : (me + 1) * count] for x in parts])
+        parts = self.world.exchange(me, fake.view(s, count * n, dt).copy())
+        fake.view(r, count * n, dt)[:] = np.concatenate([x[me * count : (me + 1) * count] for x in parts])
         return 0
 
     def ncclSend(self, s: Any, count: int, code: int, peer: int, comm: Any, st: Any) -> int:
         if rc := self._enter("ncclSend"):
             return rc
         dt = TYPE_BY_CODE[code]
-        self.p2p.append(("send", peer, _view(s, count, dt).copy(), count, dt))
+        self.p2p.append(("send", peer, fake.view(s, count, dt).copy(), count, dt))
         return 0 if self.depth else self.ncclGroupEnd(implicit=True)
 
     def ncclRecv(self, r: Any, count: int, code: int, peer: int, comm: Any, st: Any) -> int:
@@ -833,7 +753,7 @@ class _FakeLib:
             if what != "recv":
                 continue
             mine = [data for dst, data in everyone[peer] if dst == self.rank]
-            _view(ptr, count, dt)[:] = mine[taken[peer]]
+            fake.view(ptr, count, dt)[:] = mine[taken[peer]]
             taken[peer] += 1
         return 0
 
@@ -846,25 +766,6 @@ class _FakeLib:
 
     def ncclRedOpDestroy(self, op: int, comm: Any) -> int:
         self.premul.pop(op)
-        return 0
-
-    def ncclMemAlloc(self, p: Any, size: int) -> int:
-        buf = ctypes.create_string_buffer(size)
-        self.buffers.append(buf)
-        p[0] = ffi.cast("void*", ctypes.addressof(buf))
-        return 0
-
-    def ncclMemFree(self, p: Any) -> int:
-        return 0
-
-    def ncclCommGetAsyncError(self, comm: Any, err: Any) -> int:
-        err[0] = 0
-        return 0
-
-    def ncclCommFinalize(self, comm: Any) -> int:
-        return 0
-
-    def ncclCommDestroy(self, comm: Any) -> int:
         return 0
 
     def ncclCommAbort(self, comm: Any) -> int:
@@ -882,9 +783,9 @@ class _FakeExt:
         if rc := lib._enter("ncclGather"):
             return rc
         dt = TYPE_BY_CODE[code]
-        parts = lib.world.exchange(lib.rank, _view(s, count, dt).copy())
+        parts = lib.world.exchange(lib.rank, fake.view(s, count, dt).copy())
         if lib.rank == root:
-            _view(r, count * lib.world.n, dt)[:] = np.concatenate(parts)
+            fake.view(r, count * lib.world.n, dt)[:] = np.concatenate(parts)
         return 0
 
     def ncclScatter(self, s: Any, r: Any, count: int, code: int, root: int, comm: Any, st: Any) -> int:
@@ -892,8 +793,8 @@ class _FakeExt:
         if rc := lib._enter("ncclScatter"):
             return rc
         dt, me = TYPE_BY_CODE[code], lib.rank
-        parts = lib.world.exchange(me, _view(s, count * lib.world.n, dt).copy() if me == root else None)
-        _view(r, count, dt)[:] = parts[root][me * count : (me + 1) * count]
+        parts = lib.world.exchange(me, fake.view(s, count * lib.world.n, dt).copy() if me == root else None)
+        fake.view(r, count, dt)[:] = parts[root][me * count : (me + 1) * count]
         return 0
 
 
@@ -941,8 +842,8 @@ def run_fake(
 ) -> tuple[list[int], list[_FakeLib]]:
     """Runs the worker of every rank in threads against the stand-ins; returns exit codes and libraries."""
     opts = b.parse_args([*argv, "-T", "30", "--worker"])
-    port = _free_port()
-    world = _World(nranks)
+    port = fake.free_port()
+    world = fake.World(nranks)
     libs = [_FakeLib(world, r, fail=fail, corrupt=r == corrupt_rank) for r in range(nranks)]
 
     def rank(r: int) -> int:

@@ -6,16 +6,14 @@ speed and faults depend on the forced candidate (ranks are threads; "device" mem
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import socket
 import sys
 import threading
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
+import fake_nccl as fake
 import numpy as np
 import pytest
 
@@ -580,36 +578,18 @@ def _my_stream() -> _Stream:
     return _STREAMS[threading.get_ident()]
 
 
-class _Runtime:
-    memcpyDefault = 4
-    streamCaptureModeGlobal = 0
-    streamCaptureModeThreadLocal = 1
+class _Runtime(fake.HostRuntime):
+    """Copies wait for the calls enqueued before them on the rank's stream, as on a GPU."""
 
     @staticmethod
     def memcpyAsync(dst: int, src: int, n: int, kind: int, stream: int) -> None:
-        _my_stream().flush()  # in stream order
-        ctypes.memmove(dst, src, n)
+        _my_stream().flush()
+        fake.HostRuntime.memcpyAsync(dst, src, n, kind, stream)
 
     @staticmethod
     def memsetAsync(ptr: int, value: int, n: int, stream: int) -> None:
         _my_stream().flush()
-        ctypes.memset(ptr, value, n)
-
-    @staticmethod
-    def getDeviceCount() -> int:
-        return 1
-
-    @staticmethod
-    def getDeviceProperties(device: int) -> dict[str, Any]:
-        return {
-            "name": b"Fake H200",
-            "multiProcessorCount": 132,
-            "pciDomainID": 0,
-            "pciBusID": 0x18,
-            "pciDeviceID": 0,
-            "major": 9,
-            "minor": 0,
-        }
+        fake.HostRuntime.memsetAsync(ptr, value, n, stream)
 
 
 class _Graph:
@@ -650,24 +630,8 @@ class _Stream:
         return _Graph(work)
 
 
-class _Device:
-    def __init__(self, device: int) -> None:
-        pass
-
-    def use(self) -> None:
-        pass
-
-
-class _Mem:
-    def __init__(self, size: int) -> None:
-        self.buf = ctypes.create_string_buffer(size)
-        self.ptr = ctypes.addressof(self.buf)
-
-
-FAKE_CUPY = SimpleNamespace(
-    cuda=SimpleNamespace(runtime=_Runtime, Stream=_Stream, Device=_Device, alloc=_Mem), __version__="fake"
-)
-TYPE_BY_CODE = {dt.nccl: dt for dt in b.TYPES}
+FAKE_CUPY = fake.fake_cupy(_Runtime, _Stream)
+TYPE_BY_CODE = fake.TYPE_BY_CODE
 
 
 # Every rank's virtual clock (the tuner's timing clock in these tests): a call advances it by its cost,
@@ -693,13 +657,13 @@ def _seconds(item: str, nbytes: int) -> float:
     return 1e-4 + nbytes * 2e-8
 
 
-class _FakeLib:
+class _FakeLib(fake.FakeLibResources):
     """ncclAllReduce on host memory for one rank; ranks rendezvous through a barrier. Its behaviour comes
     from the MSCCLPP_NCCL_ALGO its communicator was created with."""
 
     def __init__(self, world: Any, rank: int) -> None:
+        super().__init__()
         self.world, self.rank = world, rank
-        self.buffers: list[Any] = []
         self.aborted: list[int] = []
         self.calls = 0
 
@@ -713,13 +677,13 @@ class _FakeLib:
 
         def run() -> None:
             self.calls += 1
-            view = _view(s, count, dt).copy()
+            view = fake.view(s, count, dt).copy()
             parts = self.world.exchange(self.rank, view)
             _advance(_seconds(item, count * dt.size))
             out = b.reduce_ranks(dt, "sum", parts)[0]
             if "two_shot_packet/2" in item and count * dt.size >= 512:
                 out.view(f"uint{dt.bits}")[-1] ^= 1
-            _view(r, count, dt)[:] = out
+            fake.view(r, count, dt)[:] = out
 
         stream = _my_stream()
         if stream.work is not None:
@@ -728,50 +692,10 @@ class _FakeLib:
             stream.pending.append(run)
         return 0
 
-    def ncclMemAlloc(self, p: Any, size: int) -> int:
-        buf = ctypes.create_string_buffer(size)
-        self.buffers.append(buf)
-        p[0] = ffi.cast("void*", ctypes.addressof(buf))
-        return 0
-
-    def ncclMemFree(self, p: Any) -> int:
-        return 0
-
-    def ncclCommGetAsyncError(self, comm: Any, err: Any) -> int:
-        err[0] = 0
-        return 0
-
-    def ncclCommFinalize(self, comm: Any) -> int:
-        return 0
-
-    def ncclCommDestroy(self, comm: Any) -> int:
-        return 0
-
     def ncclCommAbort(self, comm: Any) -> int:
         self.aborted.append(_COMMS[int(ffi.cast("uintptr_t", comm))])
         _my_stream().pending.clear()  # its waiting kernels exit
         return 0
-
-
-def _view(p: Any, count: int, dt: b.DType) -> np.ndarray:
-    if count == 0:
-        return np.zeros(0, dt.storage)
-    raw = (ctypes.c_char * (count * dt.size)).from_address(int(ffi.cast("uintptr_t", p)))
-    return np.frombuffer(raw, dtype=dt.storage)
-
-
-class _World:
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.barrier = threading.Barrier(n, timeout=30)
-        self.slots: list[Any] = [None] * n
-
-    def exchange(self, rank: int, value: Any) -> list[Any]:
-        self.slots[rank] = value
-        self.barrier.wait()
-        values = list(self.slots)
-        self.barrier.wait()
-        return values
 
 
 class _FakeNccl:
@@ -809,17 +733,11 @@ class _FakeNccl:
         return RESULT_NAMES.get(code, "?")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def run_fake(argv: list[str], nranks: int) -> tuple[list[int], list[_FakeNccl]]:
     cfg = t.parse_args([*argv, "--worker", "-T", "30"])
     t._clock = _virtual_clock  # restored by the autouse fixture
-    port = _free_port()
-    world = _World(nranks)
+    port = fake.free_port()
+    world = fake.World(nranks)
     nccls = [_FakeNccl(_FakeLib(world, r)) for r in range(nranks)]
     codes: list[int] = [-1] * nranks
 
