@@ -26,12 +26,18 @@ ncclResult_t checkRoot(ncclComm* comm, int root, const char* function) {
   return ncclSuccess;
 }
 
-// Checks shared by every collective; `send`/`recv` are NULL-checked only where this rank uses them.
+// Checks of a collective's data; `send`/`recv` are NULL-checked only where this rank uses them.
+ncclResult_t checkData(ncclDataType_t type, size_t count, const void* send, const void* recv,
+                       const char* function) {
+  NCCL_TRY(checkTypeAndCount(type, count, function));
+  return checkBuffers(send, recv, count, function);
+}
+
+// Checks shared by every collective without a root.
 ncclResult_t checkCollective(ncclComm* comm, ncclDataType_t type, size_t count, const void* send,
                              const void* recv, const char* function) {
   NCCL_TRY(checkReadyComm(comm, function));
-  NCCL_TRY(checkTypeAndCount(type, count, function));
-  return checkBuffers(send, recv, count, function);
+  return checkData(type, count, send, recv, function);
 }
 
 // Count of elements that the widest buffer of a collective holds (count * nranks must not overflow).
@@ -126,7 +132,7 @@ ncclResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count, ncclD
   NCCL_TRY(checkReadyComm(comm, function));
   NCCL_TRY(checkRoot(comm, root, function));
   const bool isRoot = comm->rank == root;
-  NCCL_TRY(checkCollective(comm, datatype, count, isRoot ? sendbuff : sentinel(), recvbuff, function));
+  NCCL_TRY(checkData(datatype, count, isRoot ? sendbuff : sentinel(), recvbuff, function));
   return runExchange(
       comm, mscclpp_nccl::Collective::kBroadcast,
       mscclpp_nccl::planBroadcast(comm->rank, sendbuff, recvbuff, count, native(datatype), root), stream,
@@ -138,7 +144,7 @@ ncclResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, ncclData
   NCCL_TRY(checkReadyComm(comm, function));
   NCCL_TRY(checkRoot(comm, root, function));
   const bool isRoot = comm->rank == root;
-  NCCL_TRY(checkCollective(comm, datatype, count, sendbuff, isRoot ? recvbuff : sentinel(), function));
+  NCCL_TRY(checkData(datatype, count, sendbuff, isRoot ? recvbuff : sentinel(), function));
   ReduceOp reduceOp;
   NCCL_TRY(resolveReduceOp(comm, op, datatype, function, &reduceOp));
   return runExchange(
@@ -152,7 +158,7 @@ ncclResult_t gather(const void* sendbuff, void* recvbuff, size_t count, ncclData
   NCCL_TRY(checkReadyComm(comm, function));
   NCCL_TRY(checkRoot(comm, root, function));
   const bool isRoot = comm->rank == root;
-  NCCL_TRY(checkCollective(comm, datatype, count, sendbuff, isRoot ? recvbuff : sentinel(), function));
+  NCCL_TRY(checkData(datatype, count, sendbuff, isRoot ? recvbuff : sentinel(), function));
   NCCL_TRY(checkScaledCount(comm, datatype, count, function));
   return runExchange(comm, mscclpp_nccl::Collective::kGather,
                      mscclpp_nccl::planGather(comm->rank, sendbuff, recvbuff, count, native(datatype), root),
@@ -164,7 +170,7 @@ ncclResult_t scatter(const void* sendbuff, void* recvbuff, size_t count, ncclDat
   NCCL_TRY(checkReadyComm(comm, function));
   NCCL_TRY(checkRoot(comm, root, function));
   const bool isRoot = comm->rank == root;
-  NCCL_TRY(checkCollective(comm, datatype, count, isRoot ? sendbuff : sentinel(), recvbuff, function));
+  NCCL_TRY(checkData(datatype, count, isRoot ? sendbuff : sentinel(), recvbuff, function));
   NCCL_TRY(checkScaledCount(comm, datatype, count, function));
   return runExchange(comm, mscclpp_nccl::Collective::kScatter,
                      mscclpp_nccl::planScatter(comm->rank, sendbuff, recvbuff, count, native(datatype), root),
