@@ -71,8 +71,7 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
     uint64_t tuning;
   };
   std::vector<Agreement> agreements(nranks_);
-  // Lanes: one per block of the largest grid every GPU can hold alongside its other ranks.
-  const int laneBlocks = std::min(residentBlocks, kMaxLaneBlocks);
+  const int laneBlocks = selector_.laneBlocks();
   agreements[rank_] = {slotPacketsFor(nranks_), laneSlotBytesFor(laneBlocks, nranks_),
                        selector_.fingerprint()};
   MSCCLPP_TRY(bootstrap_->allGather(agreements.data(), sizeof(Agreement)));
@@ -89,7 +88,7 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
     selector_.dropOverrides();
   }
   selector_.setSlotPackets(slotPackets);
-  selector_.setLanes(laneBlocks, laneSlotBytes);
+  selector_.setLaneSlotBytes(laneSlotBytes);
   MSCCLPP_TRY(
       PeerBuffer::create(*bootstrap_, topology_, packetScratchBytes(nranks_, slotPackets), &scratch_));
   if (laneSlotBytes > 0)
@@ -106,7 +105,7 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
   MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_, p2pDataBytes + p2pAckBytes(nranks_), &p2pScratch_));
 
   const size_t p2pCounters = 2ull * nranks_ * kMaxPacketBlocks;
-  const size_t counters = 2 + p2pCounters + laneCounterWords(nranks_);
+  const size_t counters = 2 + p2pCounters + laneCounterWords(laneBlocks, nranks_);
   MSCCLPP_CUDA_TRY(cudaMalloc(&deviceCounters_, counters * sizeof(uint64_t)));
   MSCCLPP_CUDA_TRY(cudaMemset(deviceCounters_, 0, counters * sizeof(uint64_t)));
 

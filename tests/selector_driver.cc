@@ -1,7 +1,7 @@
 // Test driver for the algorithm selector (tests/test_selector.py builds it with g++ and the CUDA headers;
 // no GPU is used).
 //
-//   selector_driver GPU_NAME NRANKS RANKS_PER_GPU RESIDENT_BLOCKS LANE_BLOCKS LANE_SLOT_BYTES SLOT_PACKETS
+//   selector_driver GPU_NAME NRANKS RANKS_PER_GPU RESIDENT_BLOCKS LANE_SLOT_BYTES SLOT_PACKETS
 //     Sets a selector up as a communicator would (MSCCLPP_NCCL_ALGO and MSCCLPP_NCCL_TUNING_FILE come from
 //     the environment), then answers choices read from stdin, one per line: "collective elementBytes
 //     bytes", with "algorithm blocks threads chunkBytes source".
@@ -38,17 +38,15 @@ Status launchExchangeChunked(const LaneComm&, const ExchangeArgs&, LaunchShape, 
 }  // namespace mscclpp_nccl
 
 int main(int argc, char** argv) {
-  if (argc != 8) {
-    fprintf(
-        stderr,
-        "usage: %s GPU_NAME NRANKS RANKS_PER_GPU RESIDENT_BLOCKS LANE_BLOCKS LANE_SLOT_BYTES SLOT_PACKETS\n",
-        argv[0]);
+  if (argc != 7) {
+    fprintf(stderr, "usage: %s GPU_NAME NRANKS RANKS_PER_GPU RESIDENT_BLOCKS LANE_SLOT_BYTES SLOT_PACKETS\n",
+            argv[0]);
     return 2;
   }
   mscclpp_nccl::AlgorithmSelector selector;
   selector.init(argv[1], atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
-  selector.setLanes(atoi(argv[5]), strtoull(argv[6], nullptr, 10));
-  selector.setSlotPackets(strtoull(argv[7], nullptr, 10));
+  selector.setLaneSlotBytes(strtoull(argv[5], nullptr, 10));
+  selector.setSlotPackets(strtoull(argv[6], nullptr, 10));
   for (std::string line; std::getline(std::cin, line);) {
     std::istringstream words(line);
     std::string name;

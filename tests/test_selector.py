@@ -31,6 +31,7 @@ NO_TABLE = "/nonexistent/tuning.json"
 PACKET_THREADS = 512  # kPacketThreads
 LANE_THREADS = 512  # kLaneThreads
 MAX_PACKET_BLOCKS = 32  # kMaxPacketBlocks
+MAX_LANE_BLOCKS = 64  # kMaxLaneBlocks
 CHUNKED = ("allreduce_two_shot_chunked", "exchange_chunked")
 
 
@@ -41,20 +42,29 @@ class Comm:
     nranks: int
     ranks_per_gpu: int
     resident_blocks: int  # SMs / ranks per GPU
-    lane_blocks: int  # min(resident, kMaxLaneBlocks)
     lane_slot_bytes: int
     slot_packets: int
 
+    @property
+    def lane_blocks(self) -> int:
+        return min(self.resident_blocks, MAX_LANE_BLOCKS)
+
     def args(self) -> list[str]:
-        numbers = [self.nranks, self.ranks_per_gpu, self.resident_blocks, self.lane_blocks]
-        return [H200, *map(str, [*numbers, self.lane_slot_bytes, self.slot_packets])]
+        numbers = [
+            self.nranks,
+            self.ranks_per_gpu,
+            self.resident_blocks,
+            self.lane_slot_bytes,
+            self.slot_packets,
+        ]
+        return [H200, *map(str, numbers)]
 
 
 # 132 SMs shared by 2, 4 and 8 ranks; lane slots as the default 32 MiB budget gives them.
 COMMS = {
-    2: Comm(2, 2, 66, 64, 131072, 4096),
-    4: Comm(4, 4, 33, 33, 126976, 2048),
-    8: Comm(8, 8, 16, 16, 131072, 1024),
+    2: Comm(2, 2, 66, 131072, 4096),
+    4: Comm(4, 4, 33, 126976, 2048),
+    8: Comm(8, 8, 16, 131072, 1024),
 }
 
 
@@ -157,7 +167,7 @@ def test_forced_shapes_are_clamped(driver: Path) -> None:
 
 def test_no_lanes_means_no_chunked_algorithm(driver: Path) -> None:
     """Past kMaxLaneRanks ranks there are no lanes: neither the rules nor MSCCLPP_NCCL_ALGO pick them."""
-    comm = Comm(65, 1, 132, 64, 0, 32)
+    comm = Comm(65, 1, 132, 0, 32)
     for algo in ("", "allreduce_two_shot_chunked,exchange_chunked"):
         got = choose(driver, comm, ["all_reduce 4 1073741824", "all_gather 4 1073741824"], algo=algo)
         assert [c.algorithm for c in got] == ["allreduce_two_shot_packet", "exchange_packet"], got

@@ -157,7 +157,7 @@ LaunchShape AlgorithmSelector::shapeFor(const Algorithm& algorithm, const Tuning
   // Default grid: a block per kLaneBlockBytes of the range; chunks split the range evenly over the
   // blocks, in whole units, at most a slot.
   size_t blocks = choice.blocks > 0 ? choice.blocks : (range + kLaneBlockBytes - 1) / kLaneBlockBytes;
-  shape.blocks = static_cast<int>(std::clamp<size_t>(blocks, 1, laneBlocks_));
+  shape.blocks = static_cast<int>(std::clamp<size_t>(blocks, 1, laneBlocks()));
   int threads = choice.threads > 0 ? choice.threads / 32 * 32 : kLaneThreads;
   shape.threads = std::clamp(threads, 32, kLaneThreads);
   size_t chunk = choice.chunkBytes > 0 ? choice.chunkBytes : (range + shape.blocks - 1) / shape.blocks;

@@ -32,12 +32,8 @@ class AlgorithmSelector {
   void init(const std::string& gpuName, int nranks, int ranksPerGpu, int residentBlocks);
   // Packets per scratch slot: the largest chunk a packet kernel's block moves per peer and step.
   void setSlotPackets(size_t slotPackets) { slotPackets_ = slotPackets; }
-  // Lanes per pair of ranks (the largest chunked grid) and the bytes of one lane slot, the largest
-  // chunk of a chunked kernel (0: no lanes, no chunked algorithms).
-  void setLanes(int blocks, size_t slotBytes) {
-    laneBlocks_ = blocks;
-    laneSlotBytes_ = slotBytes;
-  }
+  // Bytes of one lane slot, the largest chunk of a chunked kernel (0: no lanes, no chunked algorithms).
+  void setLaneSlotBytes(size_t slotBytes) { laneSlotBytes_ = slotBytes; }
   // A hash of everything that can override the built-in rules here (the same on all ranks or none).
   uint64_t fingerprint() const { return fingerprint_; }
   void dropOverrides();
@@ -45,6 +41,8 @@ class AlgorithmSelector {
   Choice choose(Collective collective, size_t elementBytes, size_t bytes) const;
   // The largest grid of a packet kernel (p2p included).
   int maxBlocks() const { return std::min(residentBlocks_, kMaxPacketBlocks); }
+  // Lanes per pair of ranks: the largest grid of a chunked kernel.
+  int laneBlocks() const { return std::min(residentBlocks_, kMaxLaneBlocks); }
 
  private:
   struct Forced {
@@ -58,7 +56,6 @@ class AlgorithmSelector {
   int nranks_ = 1;
   int residentBlocks_ = 1;
   size_t slotPackets_ = 1;
-  int laneBlocks_ = 1;
   size_t laneSlotBytes_ = 0;
   std::array<Forced, kNumCollectives> forced_{};
   TuningTable table_;

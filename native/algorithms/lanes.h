@@ -65,6 +65,6 @@ __host__ __device__ inline uint64_t* laneFreed(const LaneComm& lanes, char* scra
 }
 
 // Counters a communicator keeps in its own memory for lanes: sent and received, per block and peer.
-inline size_t laneCounterWords(int nranks) { return 2ull * kMaxLaneBlocks * nranks; }
+inline size_t laneCounterWords(int blocks, int nranks) { return 2ull * blocks * nranks; }
 
 }  // namespace mscclpp_nccl
