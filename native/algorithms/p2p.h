@@ -35,8 +35,11 @@ struct P2pComm {
   uint64_t* recvSteps;    // [peer][lane block]
 };
 
-constexpr int kMaxP2pLanes = 64;
-constexpr int kMaxP2pLaneBlocks = 4;
+// Lanes of one group's kernel (they travel as a kernel parameter, kept under 4 KiB), and the most one
+// transfer is cut into: 8 lets a large transfer use as many blocks as a ring step of a collective, and
+// every peer of an 8-rank group can still send and receive at once (14 x 8 lanes).
+constexpr int kMaxP2pLanes = 128;
+constexpr int kMaxP2pLaneBlocks = 8;
 
 // Bytes of the ack area a rank needs.
 inline size_t p2pAckBytes(int nranks) { return 2ull * kMaxPacketBlocks * nranks * kPacketBytes; }

@@ -13,15 +13,16 @@ struct P2pLane {
   char* buffer;
   size_t bytes;
   int peer;
-  int isSend;
-  int laneBlock;
-  int laneBlocks;
+  uint8_t isSend;
+  uint8_t laneBlock;
+  uint8_t laneBlocks;
 };
 
 struct P2pLanes {
   P2pLane lane[kMaxP2pLanes];
   int count;
 };
+static_assert(sizeof(P2pLanes) <= 4096, "kernel parameters past 4 KiB cost launch time");
 
 __device__ __forceinline__ LLPacket* ackSlot(void* acks, int nranks, uint32_t flag, int laneBlock, int peer) {
   return static_cast<LLPacket*>(acks) + ((flag & 1) * kMaxPacketBlocks + laneBlock) * nranks + peer;
@@ -147,8 +148,9 @@ Status launchP2p(const P2pComm& comm, const std::vector<P2pOp>& ops, int maxBloc
       if (lanes.count == kMaxP2pLanes)
         return fail(Status::kInvalidUsage, "a group holds more point-to-point transfers than %d lanes",
                     kMaxP2pLanes);
-      lanes.lane[lanes.count++] =
-          P2pLane{static_cast<char*>(op.buffer), op.bytes, op.peer, op.isSend ? 1 : 0, b, laneBlocks};
+      lanes.lane[lanes.count++] = P2pLane{static_cast<char*>(op.buffer), op.bytes, op.peer,
+                                          static_cast<uint8_t>(op.isSend), static_cast<uint8_t>(b),
+                                          static_cast<uint8_t>(laneBlocks)};
     }
   }
   if (selfSends.size() != selfRecvs.size())
