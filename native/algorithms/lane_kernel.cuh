@@ -140,6 +140,33 @@ __device__ __forceinline__ void copyChunk(ChunkRef dst, ChunkRef src, size_t byt
                  [&](size_t i, Unit unit) { storeUnit<T>(dst.base, i, dst.bytes, dst.alignment, unit); });
 }
 
+// Reduces unit i of every rank's contribution, load(rank, i), in rank order and hands the result to
+// store(i, unit), for units 0..units-1. Each pass takes kUnroll units per thread and issues a rank's
+// kUnroll loads together (a loop over ranks inside each unit would keep one load in flight).
+template <typename T, typename Op, int kUnroll, typename Load, typename Store>
+__device__ __forceinline__ void reduceUnits(size_t units, int nranks, int postDivisor, Load load,
+                                            Store store) {
+  for (size_t base = threadIdx.x; base < units; base += kUnroll * blockDim.x) {
+    UnitReduction<T, Op> reduction[kUnroll];
+    for (int rank = 0; rank < nranks; ++rank) {
+      Unit unit[kUnroll] = {};
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k)
+        if (base + k * blockDim.x < units) unit[k] = load(rank, base + k * blockDim.x);
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        if (rank == 0)
+          reduction[k].first(unit[k]);
+        else
+          reduction[k].add(unit[k]);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k)
+      if (base + k * blockDim.x < units) store(base + k * blockDim.x, reduction[k].result(postDivisor));
+  }
+}
+
 // Reduces `bytes` bytes of every rank's contribution in rank order: this rank's from `own` (scaled
 // when `scale`), every peer's from its received slot. Writes the result to `out` and, when
 // `forward`, into this rank's send slot of every peer.
@@ -151,31 +178,19 @@ __device__ __forceinline__ void reduceChunk(const LaneBlock& lane, const char* o
   const ChunkRef mine = userChunk(own, bytes), result = userChunk(out, bytes);
   const size_t slotBytes = slotChunk(nullptr, bytes).bytes;
   const int me = lane.rank(), nranks = lane.nranks();
-  forEachUnit<4>((bytes + 15) / 16,
-                 [&](size_t i) {
-                   UnitReduction<T, Op> reduction;
-                   for (int sender = 0; sender < nranks; ++sender) {
-                     Unit unit;
-                     if (sender == me) {
-                       unit = loadUnit<T>(mine.base, i, mine.bytes, mine.alignment);
-                       if (scale)
-                         unit = Unit{Word<T>::scale(unit.lo, scalar), Word<T>::scale(unit.hi, scalar)};
-                     } else {
-                       unit = loadUnit<T>(lane.recvSlot(sender), i, slotBytes, 16);
-                     }
-                     if (sender == 0)
-                       reduction.first(unit);
-                     else
-                       reduction.add(unit);
-                   }
-                   return reduction.result(postDivisor);
-                 },
-                 [&](size_t i, Unit unit) {
-                   storeUnit<T>(result.base, i, result.bytes, result.alignment, unit);
-                   if (!forward) return;
-                   for (int k = 1; k < nranks; ++k)
-                     storeUnit<T>(lane.sendSlot(peerAfter(me, k, nranks)), i, slotBytes, 16, unit);
-                 });
+  reduceUnits<T, Op, 4>(
+      (bytes + 15) / 16, nranks, postDivisor,
+      [&](int sender, size_t i) {
+        if (sender != me) return loadUnit<T>(lane.recvSlot(sender), i, slotBytes, 16);
+        Unit unit = loadUnit<T>(mine.base, i, mine.bytes, mine.alignment);
+        return scale ? Unit{Word<T>::scale(unit.lo, scalar), Word<T>::scale(unit.hi, scalar)} : unit;
+      },
+      [&](size_t i, Unit unit) {
+        storeUnit<T>(result.base, i, result.bytes, result.alignment, unit);
+        if (!forward) return;
+        for (int k = 1; k < nranks; ++k)
+          storeUnit<T>(lane.sendSlot(peerAfter(me, k, nranks)), i, slotBytes, 16, unit);
+      });
 }
 
 }  // namespace mscclpp_nccl
