@@ -99,20 +99,36 @@ def from_device(array: cp.ndarray, dtype: str) -> np.ndarray:
 
 
 def run_case(r: Rank, dtype: str, op_name: str, count: int, in_place: bool, offset: int) -> None:
+    def buffers(values: np.ndarray) -> tuple[cp.ndarray, cp.ndarray]:
+        send = to_device(values, dtype, offset)
+        if in_place:
+            return send, send
+        return send, to_device(np.zeros(count, dtype=ref.host_dtype(dtype)), dtype, (offset + 1) % 3)
+
+    check_case(r, dtype, op_name, count, buffers, f"in_place={in_place} offset={offset}")
+
+
+def check_case(
+    r: Rank,
+    dtype: str,
+    op_name: str,
+    count: int,
+    buffers: Callable[[np.ndarray], tuple[cp.ndarray, cp.ndarray]],
+    where: str,
+) -> None:
+    """All-reduces this rank's input for (dtype, op, count) between the buffers that `buffers` makes
+    from it (send holding the input; recv is send when in place) and checks the result against NumPy."""
     inputs = [ref.make_input(dtype, op_name, count, k, SEED) for k in range(r.size)]
     expected, magnitude = ref.reduce(dtype, op_name, inputs)
-    send = to_device(inputs[r.rank], dtype, offset)
-    if in_place:
-        recv = send
-    else:
-        recv = to_device(np.zeros(count, dtype=ref.host_dtype(dtype)), dtype, (offset + 1) % 3)
+    send, recv = buffers(inputs[r.rank])
+    if recv is not send:
         recv.fill(0x5A)  # poison: every element must be written
     op, keep = r.op_for(op_name, dtype)
     r.all_reduce_raw(send, recv, count, dtype, op)
     r.stream.synchronize()
     r.destroy_op(op)
     del keep
-    what = f"rank {r.rank}/{r.size} {dtype} {op_name} count={count} in_place={in_place} offset={offset}"
+    what = f"rank {r.rank}/{r.size} {dtype} {op_name} count={count} {where}"
     ref.check(from_device(recv, dtype), expected, magnitude, dtype, r.size, what)
 
 
@@ -281,12 +297,14 @@ SCENARIOS = {
 }
 
 
-def main() -> None:
-    names = sys.argv[1:] or list(SCENARIOS)
+def run_scenarios(scenarios: dict[str, Callable[[Rank], None]]) -> None:
+    """Runs the scenarios named on the command line (default: all) on one Rank, timing each; destroys
+    the communicator unless a scenario ended it ("abort")."""
+    names = sys.argv[1:] or list(scenarios)
     r = Rank()
     for name in names:
         t0 = time.monotonic()
-        SCENARIOS[name](r)
+        scenarios[name](r)
         if r.rank == 0:
             print(f"  ({name} took {time.monotonic() - t0:.1f}s)", flush=True)
     if "abort" not in names:
@@ -294,4 +312,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_scenarios(SCENARIOS)

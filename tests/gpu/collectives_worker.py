@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
 from collections.abc import Callable
 
 import cupy as cp
@@ -14,7 +13,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 import reference as ref
-from allreduce_worker import Rank, from_device, pattern, to_device
+from allreduce_worker import Rank, from_device, pattern, run_scenarios, to_device
 
 from mscclpp_nccl.binding import dtype_code, ffi
 
@@ -331,16 +330,5 @@ SCENARIOS = {
 }
 
 
-def main() -> None:
-    names = sys.argv[1:] or list(SCENARIOS)
-    r = Rank()
-    for name in names:
-        t0 = time.monotonic()
-        SCENARIOS[name](r)
-        if r.rank == 0:
-            print(f"  ({name} took {time.monotonic() - t0:.1f}s)", flush=True)
-    r.comm.destroy()
-
-
 if __name__ == "__main__":
-    main()
+    run_scenarios(SCENARIOS)
