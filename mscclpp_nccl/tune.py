@@ -99,7 +99,8 @@ RAW_VERSION = 1
 # The library's algorithms (native/algorithms/registry.cc) and the collectives each serves. The library
 # ignores the whole of MSCCLPP_NCCL_ALGO when an item names an algorithm it does not know (it warns and
 # uses its own rules), which would time the wrong thing: so only these names are accepted here. Keep in
-# step with the registry.
+# step with the registry. allreduce_zero_copy is not here: it needs windows (the tuner's buffers are
+# plain), and the library picks it by rule for buffers that lie in them.
 # The collectives the exchange kernels serve: every one but all_reduce and sendrecv.
 EXCHANGE_COLLECTIVES: tuple[str, ...] = tuple(c for c in COLLECTIVES if c not in ("all_reduce", "sendrecv"))
 ALGORITHMS: dict[str, tuple[str, ...]] = {

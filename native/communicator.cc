@@ -104,8 +104,12 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
   const size_t p2pDataBytes = packetScratchBytes(nranks_, slotPackets);
   MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_, p2pDataBytes + p2pAckBytes(nranks_), &p2pScratch_));
 
+  if (nranks_ <= kMaxZeroCopyRanks)
+    MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_, zeroCopyFlagBytes(nranks_), &syncScratch_));
+
   const size_t p2pCounters = 2ull * nranks_ * kMaxPacketBlocks;
-  const size_t counters = 2 + p2pCounters + laneCounterWords(laneBlocks, nranks_);
+  const size_t laneCounters = laneCounterWords(laneBlocks, nranks_);
+  const size_t counters = 2 + p2pCounters + laneCounters + kMaxZeroCopyBlocks;
   MSCCLPP_CUDA_TRY(cudaMalloc(&deviceCounters_, counters * sizeof(uint64_t)));
   MSCCLPP_CUDA_TRY(cudaMemset(deviceCounters_, 0, counters * sizeof(uint64_t)));
 
@@ -148,6 +152,16 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
     lanes.peerScratch = reinterpret_cast<char* const*>(laneScratch_->devicePeerTable());
   }
 
+  ZeroCopyComm& direct = transports_.direct;
+  direct.rank = rank_;
+  direct.nranks = nranks_;
+  direct.calls = lanes.sent + laneCounters;
+  direct.wait = packets.wait;
+  if (syncScratch_) {
+    direct.localFlags = static_cast<uint64_t*>(syncScratch_->local());
+    direct.peerFlags = reinterpret_cast<uint64_t* const*>(syncScratch_->devicePeerTable());
+  }
+
   MSCCLPP_CUDA_TRY(cudaDeviceSynchronize());
   MSCCLPP_TRY(bootstrap_->barrier());
   MSCCLPP_INFO(kInit, "rank %d/%d on GPU %d (%d ranks on it): %zu-packet slots, up to %d blocks", rank_,
@@ -162,6 +176,8 @@ Communicator::~Communicator() {
   scratch_.reset();
   laneScratch_.reset();
   p2pScratch_.reset();
+  syncScratch_.reset();
+  windows_.clear();
   if (deviceAckTable_) cudaFree(deviceAckTable_);
   if (deviceCounters_) cudaFree(deviceCounters_);
   if (hostFlags_) cudaFreeHost(hostFlags_);
@@ -178,7 +194,46 @@ Status Communicator::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
                                        cudaMemcpyDeviceToDevice, stream));
     return Status::kSuccess;
   }
-  return runAllReduce(transports_, selector_, args, stream);
+  DirectBuffers direct;
+  const size_t bytes = args.count * dataTypeSize(args.type);
+  const bool registered =
+      findPeerBuffers(args.send, bytes, &direct.send) && findPeerBuffers(args.recv, bytes, &direct.recv);
+  return runAllReduce(transports_, selector_, args, registered ? &direct : nullptr, stream);
+}
+
+Status Communicator::registerWindow(void* buffer, size_t bytes, bool symmetric, SymmetricWindow** out) {
+  std::unique_ptr<SymmetricWindow> window;
+  MSCCLPP_TRY(SymmetricWindow::create(*bootstrap_, topology_, buffer, bytes,
+                                      symmetric && syncScratch_ != nullptr, &window));
+  std::lock_guard<std::mutex> lock(windowsMutex_);
+  *out = window.get();
+  windows_.push_back(std::move(window));
+  return Status::kSuccess;
+}
+
+Status Communicator::deregisterWindow(SymmetricWindow* window) {
+  std::unique_ptr<SymmetricWindow> owned;
+  {
+    std::lock_guard<std::mutex> lock(windowsMutex_);
+    auto it =
+        std::find_if(windows_.begin(), windows_.end(), [&](const auto& w) { return w.get() == window; });
+    if (it == windows_.end()) return fail(Status::kInvalidArgument, "not a window of this communicator");
+    owned = std::move(*it);
+    windows_.erase(it);
+  }
+  if (owned->mapped()) MSCCLPP_CUDA_TRY(cudaDeviceSynchronize());
+  return Status::kSuccess;
+}
+
+bool Communicator::findPeerBuffers(const void* ptr, size_t bytes, PeerBuffers* out) const {
+  std::lock_guard<std::mutex> lock(windowsMutex_);
+  for (const auto& window : windows_) {
+    if (!window->mapped() || !window->contains(ptr, bytes)) continue;
+    out->bases = window->devicePeerTable();
+    out->offset = static_cast<const char*>(ptr) - static_cast<const char*>(window->local());
+    return true;
+  }
+  return false;
 }
 
 Status Communicator::exchange(Collective collective, const ExchangeArgs& args, cudaStream_t stream) {

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "native/algorithms/algorithm_selector.h"
@@ -15,6 +16,7 @@
 #include "native/common/status.h"
 #include "native/transport/peer_buffer.h"
 #include "native/transport/rank_info.h"
+#include "native/transport/symmetric_window.h"
 
 namespace mscclpp_nccl {
 
@@ -36,8 +38,16 @@ class Communicator {
   // Device memory this communicator holds (ncclCommMemStats).
   size_t deviceBytes() const {
     return (scratch_ ? scratch_->bytes() : 0) + (laneScratch_ ? laneScratch_->bytes() : 0) +
-           (p2pScratch_ ? p2pScratch_->bytes() : 0);
+           (p2pScratch_ ? p2pScratch_->bytes() : 0) + (syncScratch_ ? syncScratch_->bytes() : 0);
   }
+
+  // ncclCommWindowRegister: collective. `symmetric` is the caller's NCCL_WIN_COLL_SYMMETRIC promise;
+  // with it, collectives whose buffers all lie in mapped windows go zero-copy. *out stays valid until
+  // deregisterWindow.
+  Status registerWindow(void* buffer, size_t bytes, bool symmetric, SymmetricWindow** out);
+  // Local: waits until this rank's kernels are done (the last ones that touched peers' windows, and,
+  // through their final barriers, every peer's access to this one), then unmaps the peers' windows.
+  Status deregisterWindow(SymmetricWindow* window);
 
   // Collectives and point-to-point transfers. Each enqueues on `stream` and never synchronizes the
   // host; empty calls enqueue nothing (every rank of a collective sees the same count).
@@ -62,6 +72,9 @@ class Communicator {
   Communicator() = default;
   Status connect(std::unique_ptr<Bootstrap> bootstrap);
   Status joinNewCommunicator(const std::vector<int>& members, std::unique_ptr<Communicator>* out);
+  // `ptr`..`ptr + bytes` on every rank, when it lies in a mapped window here (then, by the window's
+  // promise, at the same offset on every rank).
+  bool findPeerBuffers(const void* ptr, size_t bytes, PeerBuffers* out) const;
 
   int rank_ = 0;
   int nranks_ = 0;
@@ -71,12 +84,15 @@ class Communicator {
   std::unique_ptr<PeerBuffer> scratch_;      // packet slots of the collectives
   std::unique_ptr<PeerBuffer> laneScratch_;  // lane slots and semaphores (null past kMaxLaneRanks ranks)
   std::unique_ptr<PeerBuffer> p2pScratch_;   // p2p data slots, then the ack packets
+  std::unique_ptr<PeerBuffer> syncScratch_;  // zero-copy barrier flags (null past kMaxZeroCopyRanks)
   int* hostFlags_ = nullptr;                 // [0] abort, [1] kernel error; host-mapped
   uint64_t* deviceCounters_ = nullptr;       // collective steps, blocks done, p2p steps per peer and lane
   Transports transports_{};
   P2pComm p2pComm_{};
   void** deviceAckTable_ = nullptr;
   AlgorithmSelector selector_;
+  mutable std::mutex windowsMutex_;
+  std::vector<std::unique_ptr<SymmetricWindow>> windows_;
 };
 
 }  // namespace mscclpp_nccl

@@ -5,6 +5,8 @@
 // each rank's alltoall buffer; the message of all_reduce and broadcast; what each rank sends in
 // sendrecv (a ring: to rank + 1, from rank - 1). bf16, sum, root 0. host_us is the time the eager
 // calls take to return, before the stream is synchronized: the per-call host cost.
+// NCCL_TIMER_WINDOWS=1 takes the buffers from ncclMemAlloc and registers them as symmetric windows
+// (like nccl-tests -R 2), which lets libraries run zero-copy algorithms.
 //
 // Build:  nvcc -O2 -I shim -o build/nccl_timer perf/nccl_timer.cu -L mscclpp_nccl/lib -l:libnccl.so.2
 // Run:    LD_LIBRARY_PATH=mscclpp_nccl/lib python -m mscclpp_nccl.run -n 4 --mps -- \
@@ -124,16 +126,26 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   void *send = nullptr, *recv = nullptr;
-  CHECK_CUDA(cudaMalloc(&send, maxBytes));
-  CHECK_CUDA(cudaMalloc(&recv, maxBytes));
+  const bool windows = envInt("NCCL_TIMER_WINDOWS", 0) != 0;
+  ncclWindow_t sendWindow = nullptr, recvWindow = nullptr;
+  if (windows) {
+    CHECK_NCCL(ncclMemAlloc(&send, maxBytes));
+    CHECK_NCCL(ncclMemAlloc(&recv, maxBytes));
+    CHECK_NCCL(ncclCommWindowRegister(comm, send, maxBytes, &sendWindow, NCCL_WIN_COLL_SYMMETRIC));
+    CHECK_NCCL(ncclCommWindowRegister(comm, recv, maxBytes, &recvWindow, NCCL_WIN_COLL_SYMMETRIC));
+  } else {
+    CHECK_CUDA(cudaMalloc(&send, maxBytes));
+    CHECK_CUDA(cudaMalloc(&recv, maxBytes));
+  }
   CHECK_CUDA(cudaMemset(send, 0, maxBytes));
   int version = 0;
   ncclGetVersion(&version);
   const double emptyLaunch = emptyLaunchMicros(stream);
   if (rank == 0) printf("# empty kernel launch: %.2f us of host time\n", emptyLaunch);
   if (rank == 0)
-    printf("# nccl_timer: %s bf16 sum, %d ranks, NCCL version code %d\n#%12s %12s %12s %12s\n",
-           collective.c_str(), nranks, version, "bytes", "eager_us", "graph_us", "host_us");
+    printf("# nccl_timer: %s bf16 sum, %d ranks, NCCL version code %d%s\n#%12s %12s %12s %12s\n",
+           collective.c_str(), nranks, version, windows ? ", symmetric windows" : "", "bytes", "eager_us",
+           "graph_us", "host_us");
 
   for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= factor) {
     const size_t count = bytes / 2, share = count / nranks;  // elements: whole message, per rank
@@ -179,6 +191,14 @@ int main(int argc, char** argv) {
     if (rank == 0) printf(" %12zu %12.2f %12.2f %12.2f\n", bytes, eager, captured, host);
     if (bytes > maxBytes / factor) break;
   }
+  if (windows) {
+    CHECK_NCCL(ncclCommWindowDeregister(comm, sendWindow));
+    CHECK_NCCL(ncclCommWindowDeregister(comm, recvWindow));
+  }
   CHECK_NCCL(ncclCommDestroy(comm));
+  if (windows) {
+    CHECK_NCCL(ncclMemFree(send));
+    CHECK_NCCL(ncclMemFree(recv));
+  }
   return 0;
 }

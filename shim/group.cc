@@ -1,5 +1,6 @@
 #include "shim/group.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <thread>
 #include <vector>
@@ -12,19 +13,35 @@ namespace {
 struct PendingWork {
   std::function<ncclResult_t()> work;
   bool concurrent;
+  const void* orderKey;  // concurrent items with the same non-null key run in order, on one thread
 };
 
 thread_local int tlsGroupDepth = 0;
 thread_local uint64_t tlsGroupEpoch = 0;
 thread_local std::vector<PendingWork> tlsPending;
 
-// Runs the queued work: concurrent items on threads, then the rest in order. Returns the first
-// failure, else ncclInProgress if a non-blocking initialisation is still running, else success.
+// Runs the queued work: concurrent items on threads (one per key, running its items in order), then
+// the rest in order. Returns the first failure, else ncclInProgress if a non-blocking initialisation
+// is still running, else success.
 ncclResult_t runPending(std::vector<PendingWork> pending) {
   std::vector<ncclResult_t> results(pending.size(), ncclSuccess);
+  std::vector<std::vector<size_t>> chains;
+  for (size_t i = 0; i < pending.size(); ++i) {
+    if (!pending[i].concurrent) continue;
+    auto same = [&](const std::vector<size_t>& chain) {
+      return pending[i].orderKey != nullptr && pending[chain[0]].orderKey == pending[i].orderKey;
+    };
+    auto chain = std::find_if(chains.begin(), chains.end(), same);
+    if (chain == chains.end())
+      chains.push_back({i});
+    else
+      chain->push_back(i);
+  }
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < pending.size(); ++i)
-    if (pending[i].concurrent) threads.emplace_back([&, i] { results[i] = pending[i].work(); });
+  for (const std::vector<size_t>& chain : chains)
+    threads.emplace_back([&, chain] {
+      for (size_t i : chain) results[i] = pending[i].work();
+    });
   for (std::thread& t : threads) t.join();
   for (size_t i = 0; i < pending.size(); ++i)
     if (!pending[i].concurrent) results[i] = pending[i].work();
@@ -42,8 +59,8 @@ int groupDepth() { return tlsGroupDepth; }
 
 uint64_t groupEpoch() { return tlsGroupEpoch; }
 
-void deferToGroupEnd(std::function<ncclResult_t()> work, bool concurrent) {
-  tlsPending.push_back(PendingWork{std::move(work), concurrent});
+void deferToGroupEnd(std::function<ncclResult_t()> work, bool concurrent, const void* orderKey) {
+  tlsPending.push_back(PendingWork{std::move(work), concurrent, orderKey});
 }
 
 NCCL_API(ncclResult_t, ncclGroupStart, void) {

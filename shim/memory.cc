@@ -1,11 +1,14 @@
 // Memory allocation, buffer registration and windows.
 //
-// Every collective copies through pre-registered scratch buffers, so registering a buffer is a hint
-// that changes no result: the handles are kept so that callers can deregister them, and validated.
+// ncclCommRegister is local in NCCL, so peers cannot map what it names without an exchange at call
+// time: it stays a validated hint and those buffers copy through scratch. Windows are collective:
+// registering one maps every peer's (native/transport/symmetric_window.h), and with
+// NCCL_WIN_COLL_SYMMETRIC, all-reduces whose buffers lie in windows go zero-copy.
 #include <cuda_runtime.h>
 
 #include "native/transport/device_memory.h"
 #include "shim/comm_handle.h"
+#include "shim/group.h"
 
 using mscclpp_nccl::fail;
 using mscclpp_nccl::Status;
@@ -17,6 +20,8 @@ struct ncclWindow_vidmem {
   void* userPtr;
   size_t size;
   int flags;
+  // The native window: set when the collective registration ran (at ncclGroupEnd inside a group).
+  std::atomic<mscclpp_nccl::SymmetricWindow*> native{nullptr};
 };
 
 namespace {
@@ -66,17 +71,49 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size
   NCCL_TRY(checkReadyComm(comm, "ncclCommWindowRegister"));
   if (buff == nullptr || win == nullptr)
     return toNccl(fail(Status::kInvalidArgument, "ncclCommWindowRegister: buff or win is NULL"));
-  *win = new ncclWindow_vidmem{ncclWindow_vidmem::kMagic, comm, buff, size, winFlags};
-  return ncclSuccess;
+  auto* window = new ncclWindow_vidmem{ncclWindow_vidmem::kMagic, comm, buff, size, winFlags};
+  *win = window;
+  // Collective: inside a group it runs at ncclGroupEnd, concurrently with the other communicators'
+  // registrations of this thread (one thread may register for every rank of its process), and after
+  // this communicator's earlier ones (every rank must exchange its windows in the same order).
+  auto work = [comm, window]() -> ncclResult_t {
+    std::shared_lock<std::shared_mutex> lock(comm->implMutex);
+    if (!comm->impl) return toNccl(fail(Status::kInvalidUsage, "ncclCommWindowRegister: comm was aborted"));
+    DeviceGuard guard(comm->device);
+    mscclpp_nccl::SymmetricWindow* native = nullptr;
+    NCCL_TRY(toNccl(comm->impl->registerWindow(window->userPtr, window->size,
+                                               (window->flags & NCCL_WIN_COLL_SYMMETRIC) != 0, &native)));
+    window->native = native;
+    return ncclSuccess;
+  };
+  if (groupDepth() > 0) {
+    deferToGroupEnd(work, /*concurrent=*/true, /*orderKey=*/comm);
+    return ncclSuccess;
+  }
+  ncclResult_t result = work();
+  if (result != ncclSuccess) {
+    *win = nullptr;
+    window->magic = 0;
+    delete window;
+  }
+  return result;
 }
 
 NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
   NCCL_TRY(checkKnownComm(comm, "ncclCommWindowDeregister"));
   if (win == nullptr || win->magic != ncclWindow_vidmem::kMagic || win->comm != comm)
     return toNccl(fail(Status::kInvalidArgument, "ncclCommWindowDeregister: not a window of this comm"));
+  ncclResult_t result = ncclSuccess;
+  if (mscclpp_nccl::SymmetricWindow* native = win->native.load()) {
+    std::shared_lock<std::shared_mutex> lock(comm->implMutex);
+    if (comm->impl) {
+      DeviceGuard guard(comm->device);
+      result = toNccl(comm->impl->deregisterWindow(native));
+    }
+  }
   win->magic = 0;
   delete win;
-  return ncclSuccess;
+  return result;
 }
 
 NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {

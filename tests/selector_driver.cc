@@ -4,7 +4,8 @@
 //   selector_driver GPU_NAME NRANKS RANKS_PER_GPU RESIDENT_BLOCKS LANE_SLOT_BYTES SLOT_PACKETS
 //     Sets a selector up as a communicator would (MSCCLPP_NCCL_ALGO and MSCCLPP_NCCL_TUNING_FILE come from
 //     the environment), then answers choices read from stdin, one per line: "collective elementBytes
-//     bytes", with "algorithm blocks threads chunkBytes source".
+//     bytes [registered]" (registered: 1 when the buffers lie in mapped windows), with "algorithm blocks
+//     threads chunkBytes source".
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -26,6 +27,10 @@ Status launchAllReduceTwoShotPacket(const PacketComm&, const AllReduceArgs&, Lau
   return notLinked();
 }
 Status launchAllReduceTwoShotChunked(const LaneComm&, const AllReduceArgs&, LaunchShape, cudaStream_t) {
+  return notLinked();
+}
+Status launchAllReduceZeroCopy(const ZeroCopyComm&, const AllReduceArgs&, const PeerBuffers&,
+                               const PeerBuffers&, LaunchShape, cudaStream_t) {
   return notLinked();
 }
 Status launchExchange(const PacketComm&, const ExchangeArgs&, LaunchShape, cudaStream_t) {
@@ -56,7 +61,9 @@ int main(int argc, char** argv) {
       printf("BAD QUERY %s\n", line.c_str());
       continue;
     }
-    mscclpp_nccl::Choice choice = selector.choose(collective, elementBytes, bytes);
+    int registered = 0;
+    words >> registered;
+    mscclpp_nccl::Choice choice = selector.choose(collective, elementBytes, bytes, registered != 0);
     printf("%s %d %d %zu %s\n", choice.algorithm->name, choice.shape.blocks, choice.shape.threads,
            choice.shape.chunkBytes, choice.source);
   }

@@ -33,6 +33,10 @@ LANE_THREADS = 512  # kLaneThreads
 MAX_PACKET_BLOCKS = 32  # kMaxPacketBlocks
 MAX_LANE_BLOCKS = 64  # kMaxLaneBlocks
 CHUNKED = ("allreduce_two_shot_chunked", "exchange_chunked")
+ZERO_COPY = "allreduce_zero_copy"
+MAX_ZERO_COPY_BLOCKS = 64  # kMaxZeroCopyBlocks
+ZERO_COPY_THREADS = 512  # kZeroCopyThreads
+ZERO_COPY_MIN_BYTES = 1 << 20  # kZeroCopyMinBytes
 
 
 @dataclass(frozen=True)
@@ -104,7 +108,10 @@ def choose(
 
 def assert_launchable(choice: Choice, comm: Comm) -> None:
     """The shape is one the kernels accept: co-resident grid, legal threads, chunk within a slot."""
-    if choice.algorithm in CHUNKED:
+    if choice.algorithm == ZERO_COPY:
+        assert 1 <= choice.blocks <= min(comm.resident_blocks, MAX_ZERO_COPY_BLOCKS), choice
+        assert 32 <= choice.threads <= ZERO_COPY_THREADS and choice.threads % 32 == 0, choice
+    elif choice.algorithm in CHUNKED:
         assert 1 <= choice.blocks <= comm.lane_blocks, choice
         assert 32 <= choice.threads <= LANE_THREADS and choice.threads % 32 == 0, choice
         assert 16 <= choice.chunk_bytes <= comm.lane_slot_bytes and choice.chunk_bytes % 16 == 0, choice
@@ -134,7 +141,13 @@ def test_built_in_rules(driver: Path) -> None:
 @pytest.mark.parametrize("nranks", sorted(COMMS))
 def test_every_shape_is_launchable(driver: Path, nranks: int) -> None:
     comm = COMMS[nranks]
-    queries = [f"{coll} {dtype} {size}" for coll in COLLECTIVES for dtype in (1, 2, 4, 8) for size in SIZES]
+    queries = [
+        f"{coll} {dtype} {size} {registered}"
+        for coll in COLLECTIVES
+        for dtype in (1, 2, 4, 8)
+        for size in SIZES
+        for registered in (0, 1)
+    ]
     for table in (NO_TABLE, str(SHIPPED)):
         for choice in choose(driver, comm, queries, table):
             assert_launchable(choice, comm)
@@ -199,3 +212,34 @@ def test_packet_work_spreads_over_the_blocks(driver: Path) -> None:
     assert [(c.blocks, c.chunk_bytes) for c in got] == [(4, 4096), (1, 1024), (16, 4096), (32, 8192)]
     [big] = choose(driver, comm, ["all_gather 2 524288"])
     assert (big.blocks, big.chunk_bytes) == (32, comm.slot_packets * 8)
+
+
+@pytest.mark.parametrize("table", [NO_TABLE, str(SHIPPED)])
+def test_zero_copy_only_for_windows(driver: Path, table: str) -> None:
+    """Buffers in mapped windows go zero-copy from the threshold on, whatever the table says; other
+    buffers and other collectives never do, even when MSCCLPP_NCCL_ALGO names it."""
+    comm = COMMS[4]
+    edge = ZERO_COPY_MIN_BYTES
+    queries = [f"all_reduce 2 {edge - 2} 1", f"all_reduce 2 {edge} 1", "all_reduce 2 33554432 1"]
+    queries += ["all_reduce 2 33554432 0", "all_gather 2 33554432 1"]
+    got = choose(driver, comm, queries, table)
+    assert [c.algorithm for c in got][1:3] == [ZERO_COPY, ZERO_COPY]
+    assert got[0].algorithm != ZERO_COPY and all(c.algorithm != ZERO_COPY for c in got[3:]), got
+    for algo in (ZERO_COPY, f"all_reduce={ZERO_COPY}/7/256"):
+        forced = choose(driver, comm, ["all_reduce 2 1024 1", "all_reduce 2 1024 0"], table, algo=algo)
+        assert (forced[0].algorithm, forced[0].source) == (ZERO_COPY, "forced"), forced
+        assert forced[1].algorithm != ZERO_COPY, forced
+
+
+def test_zero_copy_default_shape(driver: Path) -> None:
+    """A block per 4 KiB of the segment each rank reduces, within the co-resident grid (so every size
+    that goes zero-copy by rule gets the whole grid)."""
+    comm = COMMS[2]
+    got = choose(driver, comm, ["all_reduce 2 1048576 1", "all_reduce 2 268435456 1"])
+    forced = choose(driver, comm, ["all_reduce 2 65536 1"], algo=ZERO_COPY)
+    grid = min(comm.resident_blocks, MAX_ZERO_COPY_BLOCKS)
+    assert [(c.algorithm, c.blocks, c.threads) for c in got + forced] == [
+        (ZERO_COPY, grid, ZERO_COPY_THREADS),
+        (ZERO_COPY, grid, ZERO_COPY_THREADS),
+        (ZERO_COPY, 8, ZERO_COPY_THREADS),
+    ]

@@ -21,6 +21,13 @@ constexpr size_t kTwoShotPacketMaxBytes = 1 << 20;
 constexpr size_t kExchangePacketMaxBytes = 512 * 1024;
 // Default chunked grid: one block per this many bytes of the range each rank moves per peer.
 constexpr size_t kLaneBlockBytes = 16 * 1024;
+// Zero-copy pays two barriers per call (12-14 us at 4 ranks on one H200, 7 at 2, 16-20 at 8) where
+// packets pay flags: from this size on (windows only) moving the message once wins (measured crossover
+// between 512 KB and 2 MB at 2, 4 and 8 ranks).
+constexpr size_t kZeroCopyMinBytes = 1 << 20;
+// Default zero-copy grid: one block per this many bytes of the segment each rank reduces (a block
+// moves 2 x nranks times that), so that medium messages use many SMs.
+constexpr size_t kDirectBlockBytes = 4 * 1024;
 
 uint64_t fnv1a(const std::string& text, uint64_t hash = 1469598103934665603ull) {
   for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
@@ -137,9 +144,18 @@ LaunchShape AlgorithmSelector::shapeFor(const Algorithm& algorithm, const Tuning
   // The bytes each rank's kernel moves per peer: the range, or a segment for the two-shot all-reduces.
   size_t range = bytes;
   if (algorithm.id == AlgorithmId::kAllReduceTwoShotPacket ||
-      algorithm.id == AlgorithmId::kAllReduceTwoShotChunked)
+      algorithm.id == AlgorithmId::kAllReduceTwoShotChunked ||
+      algorithm.id == AlgorithmId::kAllReduceZeroCopy)
     range = (bytes + nranks_ - 1) / nranks_;
   LaunchShape shape;
+  if (algorithm.protocol == Protocol::kDirect) {
+    size_t blocks = choice.blocks > 0 ? choice.blocks : (range + kDirectBlockBytes - 1) / kDirectBlockBytes;
+    shape.blocks = static_cast<int>(std::clamp<size_t>(blocks, 1, directBlocks()));
+    int threads = choice.threads > 0 ? choice.threads / 32 * 32 : kZeroCopyThreads;
+    shape.threads = std::clamp(threads, 32, kZeroCopyThreads);
+    shape.chunkBytes = 0;  // each block takes an even share of the segment
+    return shape;
+  }
   if (algorithm.protocol == Protocol::kPacket) {
     // Default grid: one word per thread per peer range. Chunks: the range split evenly over the blocks
     // (a block given a whole slot would do every word of a small message alone), whole words, at most
@@ -166,20 +182,26 @@ LaunchShape AlgorithmSelector::shapeFor(const Algorithm& algorithm, const Tuning
   return shape;
 }
 
-bool AlgorithmSelector::usable(const Algorithm& algorithm, Collective collective, size_t bytes) const {
-  return algorithm.accepts(collective, nranks_, bytes) &&
+bool AlgorithmSelector::usable(const Algorithm& algorithm, Collective collective, size_t bytes,
+                               bool registered) const {
+  return algorithm.accepts(collective, nranks_, bytes, registered) &&
          (algorithm.protocol != Protocol::kChunked || laneSlotBytes_ >= kLaneAlignment);
 }
 
-Choice AlgorithmSelector::choose(Collective collective, size_t elementBytes, size_t bytes) const {
+Choice AlgorithmSelector::choose(Collective collective, size_t elementBytes, size_t bytes,
+                                 bool registered) const {
   const Forced& forced = forced_[static_cast<int>(collective)];
-  if (forced.algorithm && usable(*forced.algorithm, collective, bytes))
+  if (forced.algorithm && usable(*forced.algorithm, collective, bytes, registered))
     return Choice{forced.algorithm, shapeFor(*forced.algorithm, forced.choice, bytes), "forced"};
+  // Tables are measured on unregistered buffers: windows above the threshold go zero-copy first.
+  const Algorithm& direct = algorithm(AlgorithmId::kAllReduceZeroCopy);
+  if (bytes >= kZeroCopyMinBytes && usable(direct, collective, bytes, registered))
+    return Choice{&direct, shapeFor(direct, TuningChoice{}, bytes), "rules"};
   if (table_.entryCount() > 0) {
     const TuningChoice* tuned =
         table_.find(collectiveName(collective), static_cast<int>(elementBytes), bytes);
     const Algorithm* algorithm = tuned ? findAlgorithm(tuned->algorithm) : nullptr;
-    if (algorithm && usable(*algorithm, collective, bytes))
+    if (algorithm && usable(*algorithm, collective, bytes, registered))
       return Choice{algorithm, shapeFor(*algorithm, *tuned, bytes), "table"};
   }
   AlgorithmId id =
@@ -190,7 +212,7 @@ Choice AlgorithmSelector::choose(Collective collective, size_t elementBytes, siz
                                                    : AlgorithmId::kAllReduceTwoShotChunked;
   }
   if (collective == Collective::kSendRecv) id = AlgorithmId::kP2pPacket;
-  if (!usable(algorithm(id), collective, bytes))
+  if (!usable(algorithm(id), collective, bytes, registered))
     id = collective == Collective::kAllReduce ? AlgorithmId::kAllReduceTwoShotPacket
                                               : AlgorithmId::kExchangePacket;
   const Algorithm& fallback = algorithm(id);
@@ -208,11 +230,16 @@ void logChoice(Collective collective, size_t bytes, DataType type, const Choice&
 }  // namespace
 
 Status runAllReduce(const Transports& transports, const AlgorithmSelector& selector,
-                    const AllReduceArgs& args, cudaStream_t stream) {
+                    const AllReduceArgs& args, const DirectBuffers* direct, cudaStream_t stream) {
   const size_t bytes = args.count * dataTypeSize(args.type);
-  Choice choice = selector.choose(Collective::kAllReduce, dataTypeSize(args.type), bytes);
+  // Zero-copy reads peers' inputs raw: PreMulSum's per-rank scalars would have to travel too.
+  const bool registered = direct != nullptr && !args.op.scaling.preMultiply;
+  Choice choice = selector.choose(Collective::kAllReduce, dataTypeSize(args.type), bytes, registered);
   logChoice(Collective::kAllReduce, bytes, args.type, choice);
   switch (choice.algorithm->id) {
+    case AlgorithmId::kAllReduceZeroCopy:
+      return launchAllReduceZeroCopy(transports.direct, args, direct->send, direct->recv, choice.shape,
+                                     stream);
     case AlgorithmId::kAllReduceTwoShotChunked:
       return launchAllReduceTwoShotChunked(transports.lanes, args, choice.shape, stream);
     case AlgorithmId::kAllReduceTwoShotPacket:

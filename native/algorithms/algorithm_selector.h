@@ -38,11 +38,14 @@ class AlgorithmSelector {
   uint64_t fingerprint() const { return fingerprint_; }
   void dropOverrides();
 
-  Choice choose(Collective collective, size_t elementBytes, size_t bytes) const;
+  // `registered`: the call's buffers lie in windows that every rank mapped (zero-copy is possible).
+  Choice choose(Collective collective, size_t elementBytes, size_t bytes, bool registered = false) const;
   // The largest grid of a packet kernel (p2p included).
   int maxBlocks() const { return std::min(residentBlocks_, kMaxPacketBlocks); }
   // Lanes per pair of ranks: the largest grid of a chunked kernel.
   int laneBlocks() const { return std::min(residentBlocks_, kMaxLaneBlocks); }
+  // The largest grid of a zero-copy kernel.
+  int directBlocks() const { return std::min(residentBlocks_, kMaxZeroCopyBlocks); }
 
  private:
   struct Forced {
@@ -51,7 +54,7 @@ class AlgorithmSelector {
   };
   bool parseForced(const std::string& text);
   LaunchShape shapeFor(const Algorithm& algorithm, const TuningChoice& choice, size_t bytes) const;
-  bool usable(const Algorithm& algorithm, Collective collective, size_t bytes) const;
+  bool usable(const Algorithm& algorithm, Collective collective, size_t bytes, bool registered) const;
 
   int nranks_ = 1;
   int residentBlocks_ = 1;
@@ -66,10 +69,18 @@ class AlgorithmSelector {
 struct Transports {
   PacketComm packets;
   LaneComm lanes;
+  ZeroCopyComm direct;
 };
 
+// The buffers of an all-reduce on every rank, when they lie in mapped windows.
+struct DirectBuffers {
+  PeerBuffers send;
+  PeerBuffers recv;
+};
+
+// `direct`: null unless both buffers lie in mapped windows.
 Status runAllReduce(const Transports& transports, const AlgorithmSelector& selector,
-                    const AllReduceArgs& args, cudaStream_t stream);
+                    const AllReduceArgs& args, const DirectBuffers* direct, cudaStream_t stream);
 Status runExchange(const Transports& transports, const AlgorithmSelector& selector, Collective collective,
                    const ExchangeArgs& args, cudaStream_t stream);
 

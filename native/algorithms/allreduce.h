@@ -7,6 +7,7 @@
 
 #include "native/algorithms/lanes.h"
 #include "native/algorithms/packet_layout.h"
+#include "native/algorithms/zero_copy.h"
 #include "native/common/data_type.h"
 #include "native/common/status.h"
 
@@ -43,5 +44,11 @@ Status launchAllReduceTwoShotPacket(const PacketComm& comm, const AllReduceArgs&
 // chunk written to every peer in the pass that computes it. For large messages.
 Status launchAllReduceTwoShotChunked(const LaneComm& comm, const AllReduceArgs& args, LaunchShape shape,
                                      cudaStream_t stream);
+
+// Zero-copy two-shot for buffers in windows: rank r reads segment r of every rank's input directly,
+// reduces it and writes it into every rank's output. One read and one write of the message per rank.
+// Not for PreMulSum (each rank's scalar is its own). For large messages.
+Status launchAllReduceZeroCopy(const ZeroCopyComm& comm, const AllReduceArgs& args, const PeerBuffers& send,
+                               const PeerBuffers& recv, LaunchShape shape, cudaStream_t stream);
 
 }  // namespace mscclpp_nccl

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "native/algorithms/lanes.h"
+#include "native/algorithms/zero_copy.h"
 
 namespace mscclpp_nccl {
 namespace {
@@ -49,6 +50,9 @@ const std::vector<Algorithm>& algorithms() {
        kMaxLaneRanks, SIZE_MAX, 1, false, "equal ranges between ranks in plain chunks on lanes, many blocks"},
       {AlgorithmId::kP2pPacket, "p2p_packet", Protocol::kPacket, bit(Collective::kSendRecv), 1 << 16,
        SIZE_MAX, 1, false, "per-peer lanes of LL packets with acknowledgements, one fused kernel per group"},
+      {AlgorithmId::kAllReduceZeroCopy, "allreduce_zero_copy", Protocol::kDirect, bit(Collective::kAllReduce),
+       kMaxZeroCopyRanks, SIZE_MAX, 1, true,
+       "two-shot reading every rank's input and writing every rank's output directly (windows)"},
   };
   return kAlgorithms;
 }

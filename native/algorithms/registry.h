@@ -32,12 +32,13 @@ enum class AlgorithmId : int {
   kAllReduceTwoShotChunked,
   kExchangePacket,
   kExchangeChunked,
-  kP2pPacket
+  kP2pPacket,
+  kAllReduceZeroCopy
 };
 
-// How an algorithm moves data: LL packets (latency) or chunks on lanes (bandwidth). Decides which
-// scratch slots bound its chunk size.
-enum class Protocol : int { kPacket, kChunked };
+// How an algorithm moves data: LL packets (latency), chunks on lanes (bandwidth), or directly between
+// the users' buffers (zero-copy, windows only). Decides which scratch slots bound its chunk size.
+enum class Protocol : int { kPacket, kChunked, kDirect };
 
 struct Algorithm {
   AlgorithmId id;
@@ -51,8 +52,9 @@ struct Algorithm {
   const char* summary;
 
   bool serves(Collective collective) const { return (collectives >> static_cast<int>(collective)) & 1u; }
-  bool accepts(Collective collective, int nranks, size_t bytes) const {
-    return serves(collective) && nranks <= maxRanks && bytes <= maxBytes;
+  bool accepts(Collective collective, int nranks, size_t bytes, bool registered) const {
+    return serves(collective) && nranks <= maxRanks && bytes <= maxBytes &&
+           (registered || !needsRegisteredBuffers);
   }
 };
 

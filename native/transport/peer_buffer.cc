@@ -16,7 +16,8 @@ struct ExportedBuffer {
   uint64_t address;
 };
 
-// Ranks of one process on different GPUs reach each other through peer access.
+}  // namespace
+
 Status enablePeerAccess(int device, int peerDevice) {
   if (device == peerDevice) return Status::kSuccess;
   int canAccess = 0;
@@ -32,8 +33,6 @@ Status enablePeerAccess(int device, int peerDevice) {
   MSCCLPP_CUDA_TRY(err);
   return Status::kSuccess;
 }
-
-}  // namespace
 
 Status PeerBuffer::create(Bootstrap& bootstrap, const Topology& topology, size_t bytes,
                           std::unique_ptr<PeerBuffer>* out) {

@@ -15,6 +15,10 @@
 
 namespace mscclpp_nccl {
 
+// Lets `device` reach `peerDevice`'s memory directly (ranks of one process on different GPUs); a no-op
+// for one device.
+Status enablePeerAccess(int device, int peerDevice);
+
 class PeerBuffer {
  public:
   // Allocates `bytes` (zeroed) on the current device and maps every peer's buffer.

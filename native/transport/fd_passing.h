@@ -1,0 +1,21 @@
+// Passing file descriptors between the processes of a communicator (cuMem allocations are shared as
+// POSIX file descriptors, which only a unix socket can carry). Each offering rank listens on an
+// abstract unix socket named by its process id and a counter; every rank in another process connects
+// and receives the descriptor. Collective over the bootstrap.
+#pragma once
+
+#include <vector>
+
+#include "native/bootstrap/bootstrap.h"
+#include "native/common/status.h"
+#include "native/transport/rank_info.h"
+
+namespace mscclpp_nccl {
+
+// Every rank offers `offeredFd` (-1: none) and receives, in `received[r]`, its own duplicate of rank r's
+// descriptor where r is in another process and offered one, else -1. The caller closes what it
+// receives. Fails on every rank alike only through the bootstrap; a failure to reach one peer's socket
+// leaves -1 there and is this rank's alone (callers agree on the outcome afterwards).
+Status exchangeFds(Bootstrap& bootstrap, const Topology& topology, int offeredFd, std::vector<int>* received);
+
+}  // namespace mscclpp_nccl

@@ -1,0 +1,233 @@
+"""One rank of the window (zero-copy) GPU tests; run N of them with `python -m mscclpp_nccl.run -n N --mps`.
+
+Buffers come from ncclMemAlloc (cuMem, shared as file descriptors) or CuPy (cudaMalloc, shared by CUDA
+IPC) and are registered with ncclCommWindowRegister; all-reduces whose buffers lie in symmetric
+windows run zero-copy. Every rank regenerates every rank's input and checks its own result against
+NumPy. Prints one PASS line per scenario; any failure raises (non-zero exit).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+
+import cupy as cp
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+import reference as ref
+from allreduce_worker import Rank, check_case, pattern, run_scenarios
+
+from mscclpp_nccl.binding import ffi
+
+NCCL_WIN_DEFAULT = 0
+NCCL_WIN_COLL_SYMMETRIC = 1
+ZERO_COPY_MIN_BYTES = 1 << 20  # the selector's threshold (native/algorithms/algorithm_selector.cc)
+OFFSET_BYTES = 64  # room for element offsets at the start of a window
+
+
+class Window:
+    """A device buffer registered as a window of `r.comm`; `view()` wraps part of it for CuPy."""
+
+    def __init__(
+        self, r: Rank, nbytes: int, flags: int = NCCL_WIN_COLL_SYMMETRIC, cupy: bool = False
+    ) -> None:
+        self.r, self.nbytes = r, nbytes
+        self.owned = None
+        if cupy:
+            self.owned = cp.empty(nbytes, dtype=cp.uint8)  # cudaMalloc memory from CuPy's pool
+            self.ptr = self.owned.data.ptr
+        else:
+            out = ffi.new("void**")
+            r.nccl.check(r.nccl.lib.ncclMemAlloc(out, nbytes))
+            self.ptr = int(ffi.cast("uintptr_t", out[0]))
+        self.handle = ffi.new("ncclWindow_t*")
+        self.registered = False
+        self.flags = flags
+
+    def register(self, nbytes: int | None = None) -> None:
+        """Registers the first `nbytes` (default: all) as a window."""
+        lib = self.r.nccl.lib
+        size = self.nbytes if nbytes is None else nbytes
+        result = lib.ncclCommWindowRegister(
+            self.r.comm.handle, ffi.cast("void*", self.ptr), size, self.handle, self.flags
+        )
+        self.r.nccl.check(result, self.r.comm.handle)
+        self.registered = True
+
+    def deregister(self) -> None:
+        self.r.nccl.check(self.r.nccl.lib.ncclCommWindowDeregister(self.r.comm.handle, self.handle[0]))
+        self.registered = False
+
+    def view(self, dtype: str, count: int, offset_elements: int = 0) -> cp.ndarray:
+        storage = ref.storage_dtype(dtype)
+        start = offset_elements * storage.itemsize
+        assert start + count * storage.itemsize <= self.nbytes
+        mem = cp.cuda.UnownedMemory(self.ptr, self.nbytes, owner=self, device_id=0)
+        return cp.ndarray((count,), dtype=storage, memptr=cp.cuda.MemoryPointer(mem, start))
+
+    def free(self) -> None:
+        if self.registered:
+            self.deregister()
+        if self.owned is None:
+            self.r.nccl.check(self.r.nccl.lib.ncclMemFree(ffi.cast("void*", self.ptr)))
+        self.owned = None
+
+
+def registered_pair(r: Rank, nbytes: int, **kwargs: object) -> tuple[Window, Window]:
+    send, recv = Window(r, nbytes, **kwargs), Window(r, nbytes, **kwargs)
+    send.register()
+    recv.register()
+    return send, recv
+
+
+def counts_for(dtype: str) -> list[int]:
+    """Just above the zero-copy threshold, and about 2 MB with an odd count."""
+    size = ref.host_dtype(dtype).itemsize
+    return [ZERO_COPY_MIN_BYTES // size + 3, (2 << 20) // size + 5]
+
+
+def reduce_in_windows(
+    r: Rank, send: Window, recv: Window, dtype: str, op_name: str, count: int, in_place: bool, offset: int
+) -> None:
+    def buffers(values: np.ndarray) -> tuple[cp.ndarray, cp.ndarray]:
+        src = send.view(dtype, count, offset)
+        src.set(values.view(ref.storage_dtype(dtype)), stream=r.stream)
+        return src, src if in_place else recv.view(dtype, count, offset)
+
+    check_case(r, dtype, op_name, count, buffers, f"windows in_place={in_place} offset={offset}")
+
+
+def scenario_matrix(r: Rank) -> None:
+    send, recv = registered_pair(r, (2 << 20) + 40 + OFFSET_BYTES)
+    cases = 0
+    for dtype in ref.TYPES:
+        for op_name in ("sum", "prod", "max", "min", "avg", "premulsum_host"):
+            for i, count in enumerate(counts_for(dtype)):
+                for in_place in (False, True):
+                    reduce_in_windows(
+                        r, send, recv, dtype, op_name, count, in_place, offset=(i + in_place) % 2
+                    )
+                    cases += 1
+    send.free()
+    recv.free()
+    print(f"PASS matrix: {cases} cases (12 types x 6 ops x 2 counts x in/out of place), ncclMemAlloc windows")
+
+
+def scenario_small(r: Rank) -> None:
+    """Tiny and odd sizes (zero-copy only when forced): segments shorter than a unit, idle ranks."""
+    send, recv = registered_pair(r, (1 << 20) + OFFSET_BYTES)
+    cases = 0
+    for dtype in ("int8", "bfloat16", "float32", "float64"):
+        for op_name in ("sum", "min", "avg"):
+            for count in (1, 7, 1023, 32771):
+                for in_place in (False, True):
+                    reduce_in_windows(r, send, recv, dtype, op_name, count, in_place, offset=count % 2)
+                    cases += 1
+    send.free()
+    recv.free()
+    print(f"PASS small: {cases} cases (4 types x 3 ops x 4 counts x in/out of place)")
+
+
+def exact_sum(r: Rank, src: cp.ndarray, dst: cp.ndarray, count: int, what: str, shift: float = 0) -> None:
+    """float32 all-reduce of small integers (exact), checked element by element."""
+    src.set((pattern(count, r.rank) + shift).astype(np.float32), stream=r.stream)
+    r.all_reduce_raw(src, dst, count, "float32", 0)
+    got = dst.get(stream=r.stream).astype(np.float64)
+    expected = sum(pattern(count, k) + shift for k in range(r.size))
+    bad = np.nonzero(got != expected)[0]
+    assert bad.size == 0, f"{what}: {bad.size} of {count} wrong, first at {bad[:5].tolist()}"
+
+
+def scenario_large(r: Rank) -> None:
+    count = (64 << 20) // 4 + 5
+    send, recv = registered_pair(r, count * 4 + OFFSET_BYTES)
+    exact_sum(r, send.view("float32", count), recv.view("float32", count), count, "64 MiB out of place")
+    exact_sum(r, send.view("float32", count, 1), send.view("float32", count, 1), count, "64 MiB in place")
+    send.free()
+    recv.free()
+    print("PASS large: 64 MiB float32, in and out of place")
+
+
+def scenario_cudamalloc(r: Rank) -> None:
+    send, recv = registered_pair(r, (8 << 20) + OFFSET_BYTES, cupy=True)
+    for count in ((1 << 20) + 1, 2 << 20):
+        exact_sum(r, send.view("float32", count, 3), recv.view("float32", count, 3), count, "CuPy windows")
+    send.free()
+    recv.free()
+    print("PASS cudamalloc: windows on cudaMalloc memory (CUDA IPC)")
+
+
+def scenario_group(r: Rank) -> None:
+    """Registration inside a group (nccl-tests -R 2): the handle is usable after ncclGroupEnd."""
+    send, recv = Window(r, 4 << 20), Window(r, 4 << 20)
+    r.nccl.check(r.nccl.lib.ncclGroupStart())
+    send.register()
+    recv.register()
+    r.nccl.check(r.nccl.lib.ncclGroupEnd())
+    count = (4 << 20) // 4
+    exact_sum(r, send.view("float32", count), recv.view("float32", count), count, "group-registered windows")
+    send.free()
+    recv.free()
+    print("PASS group: windows registered inside ncclGroupStart/End")
+
+
+def scenario_graph(r: Rank) -> None:
+    count = 1 << 20
+    send, middle = registered_pair(r, count * 4)
+    recv = Window(r, count * 4)
+    recv.register()
+    a, b, c = send.view("float32", count), middle.view("float32", count), recv.view("float32", count)
+    r.stream.begin_capture()
+    # Two dependent zero-copy calls in one graph: the barrier counters must advance inside the graph.
+    r.all_reduce_raw(a, b, count, "float32", 0)
+    r.all_reduce_raw(b, c, count, "float32", 0)
+    graph = r.stream.end_capture()
+    for replay in range(50):
+        a.set((pattern(count, r.rank) + replay).astype(np.float32), stream=r.stream)
+        graph.launch(r.stream)
+        got = c.get(stream=r.stream).astype(np.float64)
+        expected = sum(pattern(count, k) + replay for k in range(r.size)) * r.size
+        assert np.array_equal(got, expected), f"graph replay {replay} wrong"
+    for w in (send, middle, recv):
+        w.free()
+    print("PASS graph: 2 captured zero-copy all-reduces replayed 50 times")
+
+
+def scenario_fallbacks(r: Rank) -> None:
+    """Calls that must not go zero-copy still give the right answer."""
+    count = 1 << 20
+    plain = Window(r, count * 4, flags=NCCL_WIN_DEFAULT)
+    plain.register()
+    other = cp.zeros(count, dtype=cp.float32)
+    exact_sum(r, plain.view("float32", count), other, count, "NCCL_WIN_DEFAULT window")
+    send, recv = registered_pair(r, count * 4)
+    exact_sum(r, send.view("float32", count), other, count, "send in a window, recv not")
+    exact_sum(r, other, recv.view("float32", count), count, "recv in a window, send not")
+    # Ranges running past their windows' ends are not in them.
+    half_send, half_recv = Window(r, count * 4), Window(r, count * 4)
+    half_send.register(count * 2)
+    half_recv.register(count * 2)
+    exact_sum(r, half_send.view("float32", count), half_recv.view("float32", count), count, "past the end")
+    exact_sum(r, send.view("float32", count), recv.view("float32", count), count, "zero-copy", shift=1)
+    send.deregister()
+    exact_sum(r, send.view("float32", count), recv.view("float32", count), count, "after deregister", shift=2)
+    for w in (plain, send, recv, half_send, half_recv):
+        w.free()
+    print("PASS fallbacks: default-flag windows, one buffer outside, deregistered windows")
+
+
+SCENARIOS: dict[str, Callable[[Rank], None]] = {
+    "matrix": scenario_matrix,
+    "small": scenario_small,
+    "large": scenario_large,
+    "cudamalloc": scenario_cudamalloc,
+    "group": scenario_group,
+    "graph": scenario_graph,
+    "fallbacks": scenario_fallbacks,
+}
+
+
+if __name__ == "__main__":
+    run_scenarios(SCENARIOS)
