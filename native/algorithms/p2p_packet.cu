@@ -148,8 +148,11 @@ Status launchP2p(const P2pComm& comm, const std::vector<P2pOp>& ops, int maxBloc
       if (lanes.count == kMaxP2pLanes)
         return fail(Status::kInvalidUsage, "a group holds more point-to-point transfers than %d lanes",
                     kMaxP2pLanes);
-      lanes.lane[lanes.count++] = P2pLane{static_cast<char*>(op.buffer), op.bytes, op.peer,
-                                          static_cast<uint8_t>(op.isSend), static_cast<uint8_t>(b),
+      lanes.lane[lanes.count++] = P2pLane{static_cast<char*>(op.buffer),
+                                          op.bytes,
+                                          op.peer,
+                                          static_cast<uint8_t>(op.isSend),
+                                          static_cast<uint8_t>(b),
                                           static_cast<uint8_t>(laneBlocks)};
     }
   }
