@@ -190,7 +190,7 @@ def test_shipped_table_is_read(driver: Path) -> None:
     got = choose(
         driver,
         COMMS[4],
-        ["all_reduce 2 1048576", "all_reduce 4 33554432", "all_reduce 2 33554433"],
+        ["all_reduce 2 1048576", "all_reduce 4 2097152", "all_reduce 2 33554433"],
         str(SHIPPED),
     )
     assert [(c.algorithm, c.source) for c in got] == [

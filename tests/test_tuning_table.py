@@ -752,7 +752,7 @@ def test_shipped_table(driver: Path, tmp_path: Path) -> None:
         shipped,
         [
             f"{H200} 4 4 all_reduce 2 1024",
-            f"{H200} 4 4 all_reduce 2 {32 << 20}",
+            f"{H200} 4 4 all_reduce 2 {2 << 20}",
             f"{H200} 4 4 all_reduce 4 {(32 << 20) + 1}",
             f"{H200} 8 8 all_reduce 8 {4 << 20}",
             f"{H200} 2 2 all_reduce 1 {1 << 20}",
