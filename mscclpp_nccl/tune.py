@@ -110,6 +110,7 @@ ALGORITHMS: dict[str, tuple[str, ...]] = {
     "exchange_packet": EXCHANGE_COLLECTIVES,
     "exchange_chunked": EXCHANGE_COLLECTIVES,
     "p2p_packet": ("sendrecv",),
+    "p2p_chunked": ("sendrecv",),
 }
 BLOCK_GRID = (1, 2, 4, 8, 16, 32)
 MAX_PACKET_BLOCKS = 32  # kMaxPacketBlocks: the library's grid cap
@@ -273,7 +274,8 @@ def block_cap(sm_count: int, ranks_per_gpu: int) -> int:
 
 def default_candidates(collective: str, max_blocks: int = MAX_PACKET_BLOCKS) -> list[Candidate]:
     """Each algorithm serving the collective with default blocks, then blocks 1, 2, 4, ... 32 up to the
-    GPU's cap (and the cap itself when it falls between); threads and chunks default."""
+    GPU's cap (and the cap itself when it falls between); threads and chunks default. Send/recv kernels
+    size their grids by their transfers, so their algorithms come plain."""
     grid = [b for b in BLOCK_GRID if b <= max_blocks]
     if max_blocks < MAX_PACKET_BLOCKS and max_blocks not in grid:
         grid.append(max_blocks)
@@ -281,7 +283,8 @@ def default_candidates(collective: str, max_blocks: int = MAX_PACKET_BLOCKS) -> 
     for algorithm, served in ALGORITHMS.items():
         if collective in served:
             out.append(Candidate(collective, algorithm))
-            out += [Candidate(collective, algorithm, b) for b in grid]
+            if collective != "sendrecv":
+                out += [Candidate(collective, algorithm, b) for b in grid]
     return out
 
 

@@ -106,10 +106,15 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
 
   if (nranks_ <= kMaxZeroCopyRanks)
     MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_, zeroCopyFlagBytes(nranks_), &syncScratch_));
+  if (nranks_ <= kMaxLaneRanks)
+    MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_,
+                                   laneScratchBytes(kMaxP2pLaneBlocks, nranks_, kP2pLaneSlotBytes),
+                                   &p2pLaneScratch_));
 
   const size_t p2pCounters = 2ull * nranks_ * kMaxPacketBlocks;
   const size_t laneCounters = laneCounterWords(laneBlocks, nranks_);
-  const size_t counters = 2 + p2pCounters + laneCounters + kMaxZeroCopyBlocks;
+  const size_t p2pLaneCounters = laneCounterWords(kMaxP2pLaneBlocks, nranks_);
+  const size_t counters = 2 + p2pCounters + laneCounters + kMaxZeroCopyBlocks + p2pLaneCounters;
   MSCCLPP_CUDA_TRY(cudaMalloc(&deviceCounters_, counters * sizeof(uint64_t)));
   MSCCLPP_CUDA_TRY(cudaMemset(deviceCounters_, 0, counters * sizeof(uint64_t)));
 
@@ -152,6 +157,18 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
     lanes.peerScratch = reinterpret_cast<char* const*>(laneScratch_->devicePeerTable());
   }
 
+  p2pLanes_.rank = rank_;
+  p2pLanes_.nranks = nranks_;
+  p2pLanes_.blocks = kMaxP2pLaneBlocks;
+  p2pLanes_.slotBytes = kP2pLaneSlotBytes;
+  p2pLanes_.wait = packets.wait;
+  p2pLanes_.sent = lanes.sent + laneCounters + kMaxZeroCopyBlocks;
+  p2pLanes_.received = p2pLanes_.sent + static_cast<size_t>(kMaxP2pLaneBlocks) * nranks_;
+  if (p2pLaneScratch_) {
+    p2pLanes_.localScratch = static_cast<char*>(p2pLaneScratch_->local());
+    p2pLanes_.peerScratch = reinterpret_cast<char* const*>(p2pLaneScratch_->devicePeerTable());
+  }
+
   ZeroCopyComm& direct = transports_.direct;
   direct.rank = rank_;
   direct.nranks = nranks_;
@@ -176,6 +193,7 @@ Communicator::~Communicator() {
   scratch_.reset();
   laneScratch_.reset();
   p2pScratch_.reset();
+  p2pLaneScratch_.reset();
   syncScratch_.reset();
   windows_.clear();
   if (deviceAckTable_) cudaFree(deviceAckTable_);
@@ -245,7 +263,19 @@ Status Communicator::sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream
   for (const P2pOp& op : ops)
     if (op.peer < 0 || op.peer >= nranks_)
       return fail(Status::kInvalidArgument, "peer %d is not a rank of this communicator", op.peer);
-  return launchP2p(p2pComm_, ops, selector_.maxBlocks(), stream);
+  // Large transfers go over lanes, in a second kernel: each is classified by its size alone, so both
+  // ends put it in the same kernel.
+  std::vector<P2pOp> packets, chunks;
+  for (const P2pOp& op : ops) {
+    const Choice choice = selector_.choose(Collective::kSendRecv, op.elementBytes, op.bytes);
+    const bool chunked =
+        choice.algorithm->id == AlgorithmId::kP2pChunked && op.peer != rank_ && p2pLaneScratch_;
+    MSCCLPP_INFO(kTuning, "sendrecv %zu bytes %s peer %d: %s (%s)", op.bytes, op.isSend ? "to" : "from",
+                 op.peer, chunked ? "p2p_chunked" : "p2p_packet", choice.source);
+    (chunked ? chunks : packets).push_back(op);
+  }
+  MSCCLPP_TRY(launchP2p(p2pComm_, packets, selector_.maxBlocks(), stream));
+  return launchP2pChunked(p2pLanes_, chunks, selector_.laneBlocks(), stream);
 }
 
 Status Communicator::asyncError() const {

@@ -38,7 +38,8 @@ class Communicator {
   // Device memory this communicator holds (ncclCommMemStats).
   size_t deviceBytes() const {
     return (scratch_ ? scratch_->bytes() : 0) + (laneScratch_ ? laneScratch_->bytes() : 0) +
-           (p2pScratch_ ? p2pScratch_->bytes() : 0) + (syncScratch_ ? syncScratch_->bytes() : 0);
+           (p2pScratch_ ? p2pScratch_->bytes() : 0) + (p2pLaneScratch_ ? p2pLaneScratch_->bytes() : 0) +
+           (syncScratch_ ? syncScratch_->bytes() : 0);
   }
 
   // ncclCommWindowRegister: collective. `symmetric` is the caller's NCCL_WIN_COLL_SYMMETRIC promise;
@@ -81,14 +82,16 @@ class Communicator {
   int device_ = 0;
   std::unique_ptr<Bootstrap> bootstrap_;
   Topology topology_;
-  std::unique_ptr<PeerBuffer> scratch_;      // packet slots of the collectives
-  std::unique_ptr<PeerBuffer> laneScratch_;  // lane slots and semaphores (null past kMaxLaneRanks ranks)
-  std::unique_ptr<PeerBuffer> p2pScratch_;   // p2p data slots, then the ack packets
-  std::unique_ptr<PeerBuffer> syncScratch_;  // zero-copy barrier flags (null past kMaxZeroCopyRanks)
-  int* hostFlags_ = nullptr;                 // [0] abort, [1] kernel error; host-mapped
-  uint64_t* deviceCounters_ = nullptr;       // collective steps, blocks done, p2p steps per peer and lane
+  std::unique_ptr<PeerBuffer> scratch_;         // packet slots of the collectives
+  std::unique_ptr<PeerBuffer> laneScratch_;     // lane slots and semaphores (null past kMaxLaneRanks ranks)
+  std::unique_ptr<PeerBuffer> p2pScratch_;      // p2p data slots, then the ack packets
+  std::unique_ptr<PeerBuffer> p2pLaneScratch_;  // lanes of large p2p transfers (null past kMaxLaneRanks)
+  std::unique_ptr<PeerBuffer> syncScratch_;     // zero-copy barrier flags (null past kMaxZeroCopyRanks)
+  int* hostFlags_ = nullptr;                    // [0] abort, [1] kernel error; host-mapped
+  uint64_t* deviceCounters_ = nullptr;          // collective steps, blocks done, p2p steps per peer and lane
   Transports transports_{};
   P2pComm p2pComm_{};
+  LaneComm p2pLanes_{};
   void** deviceAckTable_ = nullptr;
   AlgorithmSelector selector_;
   mutable std::mutex windowsMutex_;

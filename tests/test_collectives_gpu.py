@@ -34,3 +34,17 @@ def test_collectives_forced_algorithm(variant: str, nranks: int) -> None:
     env = {"MSCCLPP_NCCL_ALGO": FORCED[variant][0]}
     output = run_ranks(nranks, WORKER, *FORCED_SCENARIOS, env=env)
     assert_all_passed(output, FORCED_SCENARIOS, nranks)
+
+
+# Send/recv over lanes at every size (the rules use them above 1 MB): tiny, odd and zero-byte transfers,
+# transfers to self beside them, alltoallv groups, repeated peers, graphs.
+P2P_CHUNKED_SCENARIOS = ["p2p", "groups", "graph"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nranks", [2, 3, 8])
+def test_p2p_chunked_forced(nranks: int) -> None:
+    env = {"MSCCLPP_NCCL_ALGO": "sendrecv=p2p_chunked", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "TUNING"}
+    output = run_ranks(nranks, WORKER, *P2P_CHUNKED_SCENARIOS, env=env)
+    assert_all_passed(output, P2P_CHUNKED_SCENARIOS, nranks)
+    assert ": p2p_chunked (forced)" in output, "no transfer went over lanes"

@@ -32,7 +32,7 @@ PACKET_THREADS = 512  # kPacketThreads
 LANE_THREADS = 512  # kLaneThreads
 MAX_PACKET_BLOCKS = 32  # kMaxPacketBlocks
 MAX_LANE_BLOCKS = 64  # kMaxLaneBlocks
-CHUNKED = ("allreduce_two_shot_chunked", "exchange_chunked")
+CHUNKED = ("allreduce_two_shot_chunked", "exchange_chunked", "p2p_chunked")
 ZERO_COPY = "allreduce_zero_copy"
 MAX_ZERO_COPY_BLOCKS = 64  # kMaxZeroCopyBlocks
 ZERO_COPY_THREADS = 512  # kZeroCopyThreads
@@ -133,8 +133,10 @@ def test_built_in_rules(driver: Path) -> None:
         "allreduce_two_shot_packet",
         "allreduce_two_shot_chunked",
     ]
-    got = choose(driver, comm, ["all_gather 2 524288", "alltoall 1 524289", "sendrecv 1 1048576"])
-    assert [c.algorithm for c in got] == ["exchange_packet", "exchange_chunked", "p2p_packet"]
+    got = choose(
+        driver, comm, ["all_gather 2 524288", "alltoall 1 524289", "sendrecv 1 1048576", "sendrecv 4 1048577"]
+    )
+    assert [c.algorithm for c in got] == ["exchange_packet", "exchange_chunked", "p2p_packet", "p2p_chunked"]
     assert all(c.source == "rules" for c in got)
 
 
@@ -181,9 +183,12 @@ def test_forced_shapes_are_clamped(driver: Path) -> None:
 def test_no_lanes_means_no_chunked_algorithm(driver: Path) -> None:
     """Past kMaxLaneRanks ranks there are no lanes: neither the rules nor MSCCLPP_NCCL_ALGO pick them."""
     comm = Comm(65, 1, 132, 0, 32)
-    for algo in ("", "allreduce_two_shot_chunked,exchange_chunked"):
-        got = choose(driver, comm, ["all_reduce 4 1073741824", "all_gather 4 1073741824"], algo=algo)
-        assert [c.algorithm for c in got] == ["allreduce_two_shot_packet", "exchange_packet"], got
+    for algo in ("", "allreduce_two_shot_chunked,exchange_chunked,p2p_chunked"):
+        queries = ["all_reduce 4 1073741824", "all_gather 4 1073741824", "sendrecv 4 1073741824"]
+        got = choose(driver, comm, queries, algo=algo)
+        assert [c.algorithm for c in got] == ["allreduce_two_shot_packet", "exchange_packet", "p2p_packet"], (
+            got
+        )
 
 
 def test_shipped_table_is_read(driver: Path) -> None:

@@ -115,7 +115,7 @@ def test_default_candidates() -> None:
     assert len(t.default_candidates("all_reduce", 16)) == 3 * 6
     assert [c.blocks for c in t.default_candidates("all_gather", 22)] == 2 * [None, 1, 2, 4, 8, 16, 22]
     assert [c.blocks for c in t.default_candidates("broadcast", 1)] == [None, 1, None, 1]
-    assert {c.algorithm for c in t.default_candidates("sendrecv")} == {"p2p_packet"}
+    assert [c.spec for c in t.default_candidates("sendrecv")] == ["p2p_packet", "p2p_chunked"]
     for coll in b.COLLECTIVES:
         cands = t.default_candidates(coll)
         assert cands and all(c.collective == coll and coll in t.ALGORITHMS[c.algorithm] for c in cands)

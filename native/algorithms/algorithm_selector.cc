@@ -19,6 +19,9 @@ constexpr size_t kOneShotMaxBytes = 64 * 1024;
 // sizes the chunks' bandwidth wins (all-reduce: the message; exchanges: the range per rank).
 constexpr size_t kTwoShotPacketMaxBytes = 1 << 20;
 constexpr size_t kExchangePacketMaxBytes = 512 * 1024;
+// Send/recv: above this a transfer moves in chunks on lanes (packets waste half of every store on
+// flags, which NVLink feels most).
+constexpr size_t kP2pPacketMaxBytes = 1 << 20;
 // Default chunked grid: one block per this many bytes of the range each rank moves per peer.
 constexpr size_t kLaneBlockBytes = 16 * 1024;
 // Zero-copy pays two barriers per call (12-14 us at 4 ranks on one H200, 7 at 2, 16-20 at 8) where
@@ -211,10 +214,12 @@ Choice AlgorithmSelector::choose(Collective collective, size_t elementBytes, siz
          : bytes <= kTwoShotPacketMaxBytes         ? AlgorithmId::kAllReduceTwoShotPacket
                                                    : AlgorithmId::kAllReduceTwoShotChunked;
   }
-  if (collective == Collective::kSendRecv) id = AlgorithmId::kP2pPacket;
+  if (collective == Collective::kSendRecv)
+    id = bytes <= kP2pPacketMaxBytes ? AlgorithmId::kP2pPacket : AlgorithmId::kP2pChunked;
   if (!usable(algorithm(id), collective, bytes, registered))
-    id = collective == Collective::kAllReduce ? AlgorithmId::kAllReduceTwoShotPacket
-                                              : AlgorithmId::kExchangePacket;
+    id = collective == Collective::kAllReduce  ? AlgorithmId::kAllReduceTwoShotPacket
+         : collective == Collective::kSendRecv ? AlgorithmId::kP2pPacket
+                                               : AlgorithmId::kExchangePacket;
   const Algorithm& fallback = algorithm(id);
   return Choice{&fallback, shapeFor(fallback, TuningChoice{}, bytes), "rules"};
 }

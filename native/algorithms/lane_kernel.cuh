@@ -19,12 +19,15 @@ struct LaneSlots {
   const char* recv[kMaxLaneRanks];
 };
 
-// One block's view of its lanes. `Peers` arguments are predicates on a rank: the lanes used by a
-// step. Both ends of a lane must use it in the same steps; that keeps its counters in step.
+// One block's view of its lanes: lane `lane` (by default the block's index) to every peer. `Peers`
+// arguments are predicates on a rank: the lanes used by a step. Both ends of a lane must use it in the
+// same steps; that keeps its counters in step.
 class LaneBlock {
  public:
   __device__ LaneBlock(const LaneComm& lanes, LaneSlots& slots)
-      : lanes_(lanes), slots_(slots), wait_(lanes.wait) {}
+      : LaneBlock(lanes, slots, static_cast<int>(blockIdx.x)) {}
+  __device__ LaneBlock(const LaneComm& lanes, LaneSlots& slots, int lane)
+      : lanes_(lanes), slots_(slots), wait_(lanes.wait), lane_(lane) {}
 
   // Waits until each peer has freed the slot of this rank's next chunk to it; false: give up.
   template <typename Peers>
@@ -33,11 +36,10 @@ class LaneBlock {
     for (int peer = threadIdx.x; peer < lanes_.nranks; peer += blockDim.x) {
       if (peer == lanes_.rank || !peers(peer)) continue;
       const uint64_t next = counter(lanes_.sent, peer) + 1;
-      slots_.send[peer] =
-          lanes_.peerScratch[peer] + laneSlotOffset(lanes_, blockIdx.x, lanes_.rank, next - 1);
+      slots_.send[peer] = lanes_.peerScratch[peer] + laneSlotOffset(lanes_, lane_, lanes_.rank, next - 1);
       if (next > kLaneStages && ok)
-        ok = semaphoreWait(laneFreed(lanes_, lanes_.localScratch, blockIdx.x, peer), next - kLaneStages,
-                           wait_, peer);
+        ok = semaphoreWait(laneFreed(lanes_, lanes_.localScratch, lane_, peer), next - kLaneStages, wait_,
+                           peer);
     }
     return __syncthreads_and(ok);
   }
@@ -49,7 +51,7 @@ class LaneBlock {
     for (int peer = threadIdx.x; peer < lanes_.nranks; peer += blockDim.x) {
       if (peer == lanes_.rank || !peers(peer)) continue;
       const uint64_t next = counter(lanes_.sent, peer) + 1;
-      semaphoreSignal(laneReady(lanes_, lanes_.peerScratch[peer], blockIdx.x, lanes_.rank), next);
+      semaphoreSignal(laneReady(lanes_, lanes_.peerScratch[peer], lane_, lanes_.rank), next);
       counter(lanes_.sent, peer) = next;
     }
   }
@@ -61,8 +63,8 @@ class LaneBlock {
     for (int peer = threadIdx.x; peer < lanes_.nranks; peer += blockDim.x) {
       if (peer == lanes_.rank || !peers(peer)) continue;
       const uint64_t next = counter(lanes_.received, peer) + 1;
-      slots_.recv[peer] = lanes_.localScratch + laneSlotOffset(lanes_, blockIdx.x, peer, next - 1);
-      if (ok) ok = semaphoreWait(laneReady(lanes_, lanes_.localScratch, blockIdx.x, peer), next, wait_, peer);
+      slots_.recv[peer] = lanes_.localScratch + laneSlotOffset(lanes_, lane_, peer, next - 1);
+      if (ok) ok = semaphoreWait(laneReady(lanes_, lanes_.localScratch, lane_, peer), next, wait_, peer);
     }
     return __syncthreads_and(ok);
   }
@@ -74,7 +76,7 @@ class LaneBlock {
     for (int peer = threadIdx.x; peer < lanes_.nranks; peer += blockDim.x) {
       if (peer == lanes_.rank || !peers(peer)) continue;
       const uint64_t next = counter(lanes_.received, peer) + 1;
-      semaphoreSignal(laneFreed(lanes_, lanes_.peerScratch[peer], blockIdx.x, lanes_.rank), next);
+      semaphoreSignal(laneFreed(lanes_, lanes_.peerScratch[peer], lane_, lanes_.rank), next);
       counter(lanes_.received, peer) = next;
     }
   }
@@ -86,12 +88,13 @@ class LaneBlock {
 
  private:
   __device__ uint64_t& counter(uint64_t* counters, int peer) const {
-    return counters[static_cast<size_t>(blockIdx.x) * lanes_.nranks + peer];
+    return counters[static_cast<size_t>(lane_) * lanes_.nranks + peer];
   }
 
   const LaneComm& lanes_;
   LaneSlots& slots_;
   BoundedWait wait_;
+  int lane_;
 };
 
 // Calls store(i, load(i)) for units 0..units-1, kUnroll units per thread in flight.

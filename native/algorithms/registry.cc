@@ -53,6 +53,9 @@ const std::vector<Algorithm>& algorithms() {
       {AlgorithmId::kAllReduceZeroCopy, "allreduce_zero_copy", Protocol::kDirect, bit(Collective::kAllReduce),
        kMaxZeroCopyRanks, SIZE_MAX, 1, true,
        "two-shot reading every rank's input and writing every rank's output directly (windows)"},
+      {AlgorithmId::kP2pChunked, "p2p_chunked", Protocol::kChunked, bit(Collective::kSendRecv), kMaxLaneRanks,
+       SIZE_MAX, 1, false,
+       "per-peer lanes of plain 64 KiB chunks with semaphores, one fused kernel per group"},
   };
   return kAlgorithms;
 }

@@ -33,7 +33,8 @@ enum class AlgorithmId : int {
   kExchangePacket,
   kExchangeChunked,
   kP2pPacket,
-  kAllReduceZeroCopy
+  kAllReduceZeroCopy,
+  kP2pChunked
 };
 
 // How an algorithm moves data: LL packets (latency), chunks on lanes (bandwidth), or directly between

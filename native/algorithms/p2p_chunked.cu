@@ -1,0 +1,116 @@
+#include <algorithm>
+
+#include "native/algorithms/lane_kernel.cuh"
+#include "native/algorithms/p2p.h"
+#include "native/algorithms/packet_kernel.cuh"
+#include "native/common/logging.h"
+
+namespace mscclpp_nccl {
+namespace {
+
+// One lane of one transfer: chunks lane, lane + lanes, lane + 2 lanes, ... of its buffer.
+struct P2pChunkedLane {
+  char* buffer;
+  size_t bytes;
+  int peer;
+  uint8_t isSend;
+  uint8_t lane;
+  uint8_t lanes;
+};
+
+struct P2pChunkedLanes {
+  P2pChunkedLane lane[kMaxP2pLanes];
+  int count;
+};
+static_assert(sizeof(P2pChunkedLanes) <= 4096, "kernel parameters past 4 KiB cost launch time");
+
+// Block b serves lanes b, b + gridDim.x, ... in lock step: at step s, first the sends of all its
+// lanes, then the receives. A send of chunk s waits for the receiver to free chunk s - 2 (two slots
+// per lane), which it does in the receive part of its step s - 2, so no wait can close a cycle.
+template <typename T>
+__global__ void __launch_bounds__(kLaneThreads) p2pChunkedKernel(LaneComm comm, P2pChunkedLanes lanes) {
+  __shared__ LaneSlots slots;
+  const size_t chunkBytes = comm.slotBytes;
+  int steps = 0;
+  for (int l = blockIdx.x; l < lanes.count; l += gridDim.x) {
+    const P2pChunkedLane& t = lanes.lane[l];
+    const size_t chunks = divCeil(t.bytes, chunkBytes);
+    if (chunks > t.lane) steps = max(steps, static_cast<int>(divCeil(chunks - t.lane, t.lanes)));
+  }
+
+  for (int step = 0; step < steps; ++step) {
+    for (int sending = 1; sending >= 0; --sending) {
+      for (int l = blockIdx.x; l < lanes.count; l += gridDim.x) {
+        const P2pChunkedLane& t = lanes.lane[l];
+        if (t.isSend != sending) continue;
+        const size_t first = (static_cast<size_t>(step) * t.lanes + t.lane) * chunkBytes;
+        if (first >= t.bytes) continue;
+        const size_t n = min(chunkBytes, t.bytes - first);
+        LaneBlock lane(comm, slots, t.lane);
+        auto onlyPeer = [&](int rank) { return rank == t.peer; };
+        if (sending) {
+          if (!lane.acquireSend(onlyPeer)) return;
+          copyChunk<T>(slotChunk(lane.sendSlot(t.peer), n), userChunk(t.buffer + first, n), n, false, 1);
+          lane.postSend(onlyPeer);
+        } else {
+          if (!lane.acquireRecv(onlyPeer)) return;
+          copyChunk<T>(userChunk(t.buffer + first, n), slotChunk(lane.recvSlot(t.peer), n), n, false, 1);
+          lane.releaseRecv(onlyPeer);
+        }
+      }
+    }
+  }
+}
+
+// Lanes per transfer depend on its size only (two chunks per lane at least), like the packet path's.
+int lanesFor(size_t bytes) {
+  return static_cast<int>(std::clamp<size_t>(divCeil(bytes, 2 * kP2pLaneSlotBytes), 1, kMaxP2pLaneBlocks));
+}
+
+struct P2pChunkedLauncher {
+  const LaneComm& comm;
+  const P2pChunkedLanes& lanes;
+  int blocks;
+  cudaStream_t stream;
+
+  template <typename T, typename Op>
+  cudaError_t run() {
+    p2pChunkedKernel<T><<<blocks, kLaneThreads, 0, stream>>>(comm, lanes);
+    return cudaGetLastError();
+  }
+};
+
+}  // namespace
+
+Status launchP2pChunked(const LaneComm& comm, const std::vector<P2pOp>& ops, int maxBlocks,
+                        cudaStream_t stream) {
+  if (comm.slotBytes != kP2pLaneSlotBytes || comm.blocks < kMaxP2pLaneBlocks)
+    return fail(Status::kInternalError, "send/recv (chunked): lanes not set up for point-to-point");
+  P2pChunkedLanes lanes{};
+  size_t elementBytes = 8;
+  for (const P2pOp& op : ops) {
+    if (op.bytes == 0) continue;
+    if (op.peer == comm.rank) return fail(Status::kInternalError, "send/recv (chunked): transfer to self");
+    elementBytes = std::min(elementBytes, op.elementBytes);
+    const int perTransfer = lanesFor(op.bytes);
+    for (int lane = 0; lane < perTransfer; ++lane) {
+      if (lanes.count == kMaxP2pLanes)
+        return fail(Status::kInvalidUsage, "a group holds more point-to-point transfers than %d lanes",
+                    kMaxP2pLanes);
+      lanes.lane[lanes.count++] = P2pChunkedLane{static_cast<char*>(op.buffer),
+                                                 op.bytes,
+                                                 op.peer,
+                                                 static_cast<uint8_t>(op.isSend),
+                                                 static_cast<uint8_t>(lane),
+                                                 static_cast<uint8_t>(perTransfer)};
+    }
+  }
+  if (lanes.count == 0) return Status::kSuccess;
+  P2pChunkedLauncher launcher{comm, lanes, std::min(lanes.count, maxBlocks), stream};
+  cudaError_t err = dispatchCopy(elementBytes, launcher);
+  if (err != cudaSuccess)
+    return fail(Status::kCudaError, "send/recv (chunked) launch failed: %s", cudaGetErrorString(err));
+  return Status::kSuccess;
+}
+
+}  // namespace mscclpp_nccl
