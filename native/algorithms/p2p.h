@@ -45,6 +45,27 @@ constexpr int kMaxP2pLaneBlocks = 8;
 // Bytes of the ack area a rank needs.
 inline size_t p2pAckBytes(int nranks) { return 2ull * kMaxPacketBlocks * nranks * kPacketBytes; }
 
+// One lane of one transfer in a fused kernel's parameters: chunk set `lane` of `lanes`.
+struct P2pLane {
+  char* buffer;
+  size_t bytes;
+  int peer;
+  uint8_t isSend;
+  uint8_t lane;
+  uint8_t lanes;
+};
+
+struct P2pLanes {
+  P2pLane lane[kMaxP2pLanes];
+  int count;
+};
+static_assert(sizeof(P2pLanes) <= 4096, "kernel parameters past 4 KiB cost launch time");
+
+// Cuts every transfer of `ops` to another rank (and not empty) into lanesFor(bytes) lanes, which must
+// depend on the size alone so that both ends cut it alike; *elementBytes: the smallest element size.
+Status cutIntoLanes(const std::vector<P2pOp>& ops, int self, int (*lanesFor)(size_t bytes, size_t param),
+                    size_t param, P2pLanes* out, size_t* elementBytes);
+
 // Runs `ops` (this rank's part of one group; no two for the same peer and direction) as one kernel,
 // plus local copies for transfers to self. `maxBlocks` caps the grid (co-residency).
 Status launchP2p(const P2pComm& comm, const std::vector<P2pOp>& ops, int maxBlocks, cudaStream_t stream);

@@ -8,32 +8,16 @@
 namespace mscclpp_nccl {
 namespace {
 
-// One lane of one transfer: chunks lane, lane + lanes, lane + 2 lanes, ... of its buffer.
-struct P2pChunkedLane {
-  char* buffer;
-  size_t bytes;
-  int peer;
-  uint8_t isSend;
-  uint8_t lane;
-  uint8_t lanes;
-};
-
-struct P2pChunkedLanes {
-  P2pChunkedLane lane[kMaxP2pLanes];
-  int count;
-};
-static_assert(sizeof(P2pChunkedLanes) <= 4096, "kernel parameters past 4 KiB cost launch time");
-
 // Block b serves lanes b, b + gridDim.x, ... in lock step: at step s, first the sends of all its
 // lanes, then the receives. A send of chunk s waits for the receiver to free chunk s - 2 (two slots
 // per lane), which it does in the receive part of its step s - 2, so no wait can close a cycle.
 template <typename T>
-__global__ void __launch_bounds__(kLaneThreads) p2pChunkedKernel(LaneComm comm, P2pChunkedLanes lanes) {
+__global__ void __launch_bounds__(kLaneThreads) p2pChunkedKernel(LaneComm comm, P2pLanes lanes) {
   __shared__ LaneSlots slots;
   const size_t chunkBytes = comm.slotBytes;
   int steps = 0;
   for (int l = blockIdx.x; l < lanes.count; l += gridDim.x) {
-    const P2pChunkedLane& t = lanes.lane[l];
+    const P2pLane& t = lanes.lane[l];
     const size_t chunks = divCeil(t.bytes, chunkBytes);
     if (chunks > t.lane) steps = max(steps, static_cast<int>(divCeil(chunks - t.lane, t.lanes)));
   }
@@ -41,7 +25,7 @@ __global__ void __launch_bounds__(kLaneThreads) p2pChunkedKernel(LaneComm comm, 
   for (int step = 0; step < steps; ++step) {
     for (int sending = 1; sending >= 0; --sending) {
       for (int l = blockIdx.x; l < lanes.count; l += gridDim.x) {
-        const P2pChunkedLane& t = lanes.lane[l];
+        const P2pLane& t = lanes.lane[l];
         if (t.isSend != sending) continue;
         const size_t first = (static_cast<size_t>(step) * t.lanes + t.lane) * chunkBytes;
         if (first >= t.bytes) continue;
@@ -63,13 +47,13 @@ __global__ void __launch_bounds__(kLaneThreads) p2pChunkedKernel(LaneComm comm, 
 }
 
 // Lanes per transfer depend on its size only (two chunks per lane at least), like the packet path's.
-int lanesFor(size_t bytes) {
-  return static_cast<int>(std::clamp<size_t>(divCeil(bytes, 2 * kP2pLaneSlotBytes), 1, kMaxP2pLaneBlocks));
+int lanesFor(size_t bytes, size_t chunkBytes) {
+  return static_cast<int>(std::clamp<size_t>(divCeil(bytes, 2 * chunkBytes), 1, kMaxP2pLaneBlocks));
 }
 
 struct P2pChunkedLauncher {
   const LaneComm& comm;
-  const P2pChunkedLanes& lanes;
+  const P2pLanes& lanes;
   int blocks;
   cudaStream_t stream;
 
@@ -86,25 +70,12 @@ Status launchP2pChunked(const LaneComm& comm, const std::vector<P2pOp>& ops, int
                         cudaStream_t stream) {
   if (comm.slotBytes != kP2pLaneSlotBytes || comm.blocks < kMaxP2pLaneBlocks)
     return fail(Status::kInternalError, "send/recv (chunked): lanes not set up for point-to-point");
-  P2pChunkedLanes lanes{};
+  for (const P2pOp& op : ops)
+    if (op.bytes > 0 && op.peer == comm.rank)
+      return fail(Status::kInternalError, "send/recv (chunked): transfer to self");
+  P2pLanes lanes{};
   size_t elementBytes = 8;
-  for (const P2pOp& op : ops) {
-    if (op.bytes == 0) continue;
-    if (op.peer == comm.rank) return fail(Status::kInternalError, "send/recv (chunked): transfer to self");
-    elementBytes = std::min(elementBytes, op.elementBytes);
-    const int perTransfer = lanesFor(op.bytes);
-    for (int lane = 0; lane < perTransfer; ++lane) {
-      if (lanes.count == kMaxP2pLanes)
-        return fail(Status::kInvalidUsage, "a group holds more point-to-point transfers than %d lanes",
-                    kMaxP2pLanes);
-      lanes.lane[lanes.count++] = P2pChunkedLane{static_cast<char*>(op.buffer),
-                                                 op.bytes,
-                                                 op.peer,
-                                                 static_cast<uint8_t>(op.isSend),
-                                                 static_cast<uint8_t>(lane),
-                                                 static_cast<uint8_t>(perTransfer)};
-    }
-  }
+  MSCCLPP_TRY(cutIntoLanes(ops, comm.rank, lanesFor, comm.slotBytes, &lanes, &elementBytes));
   if (lanes.count == 0) return Status::kSuccess;
   P2pChunkedLauncher launcher{comm, lanes, std::min(lanes.count, maxBlocks), stream};
   cudaError_t err = dispatchCopy(elementBytes, launcher);

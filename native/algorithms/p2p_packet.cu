@@ -8,22 +8,6 @@
 namespace mscclpp_nccl {
 namespace {
 
-// One lane: one block-sized share (laneBlock of laneBlocks) of one transfer.
-struct P2pLane {
-  char* buffer;
-  size_t bytes;
-  int peer;
-  uint8_t isSend;
-  uint8_t laneBlock;
-  uint8_t laneBlocks;
-};
-
-struct P2pLanes {
-  P2pLane lane[kMaxP2pLanes];
-  int count;
-};
-static_assert(sizeof(P2pLanes) <= 4096, "kernel parameters past 4 KiB cost launch time");
-
 __device__ __forceinline__ LLPacket* ackSlot(void* acks, int nranks, uint32_t flag, int laneBlock, int peer) {
   return static_cast<LLPacket*>(acks) + ((flag & 1) * kMaxPacketBlocks + laneBlock) * nranks + peer;
 }
@@ -40,69 +24,66 @@ __global__ void __launch_bounds__(kPacketThreads) p2pKernel(P2pComm comm, P2pLan
 
   int steps = 0;
   for (int l = blockIdx.x; l < lanes.count; l += gridDim.x) {
-    const P2pLane& lane = lanes.lane[l];
-    size_t words = divCeil(lane.bytes, kPacketPayloadBytes);
-    steps = max(steps, static_cast<int>(divCeil(words, slotWords * lane.laneBlocks)));
+    const P2pLane& t = lanes.lane[l];
+    size_t words = divCeil(t.bytes, kPacketPayloadBytes);
+    steps = max(steps, static_cast<int>(divCeil(words, slotWords * t.lanes)));
   }
 
   for (int step = 0; step < steps; ++step) {
     for (int l = blockIdx.x; l < lanes.count; l += gridDim.x) {
-      const P2pLane& lane = lanes.lane[l];
-      if (!lane.isSend) continue;
-      const size_t words = divCeil(lane.bytes, kPacketPayloadBytes);
-      const size_t first = (static_cast<size_t>(step) * lane.laneBlocks + lane.laneBlock) * slotWords;
+      const P2pLane& t = lanes.lane[l];
+      if (!t.isSend) continue;
+      const size_t words = divCeil(t.bytes, kPacketPayloadBytes);
+      const size_t first = (static_cast<size_t>(step) * t.lanes + t.lane) * slotWords;
       if (first >= words) continue;
       const size_t n = min(words - first, slotWords);
-      const uint64_t base = comm.sendSteps[lane.peer * kMaxPacketBlocks + lane.laneBlock];
+      const uint64_t base = comm.sendSteps[t.peer * kMaxPacketBlocks + t.lane];
       const uint32_t flag = static_cast<uint32_t>(base + step + 1);
       if (base + step + 1 > 2) {
         uint2 ignored;
         if (threadIdx.x == 0)
-          wait.load(ackSlot(comm.localAcks, pc.nranks, flag, lane.laneBlock, lane.peer), flag - 2, &ignored,
-                    lane.peer);
+          wait.load(ackSlot(comm.localAcks, pc.nranks, flag, t.lane, t.peer), flag - 2, &ignored, t.peer);
         __syncthreads();
       }
-      LLPacket* dst = static_cast<LLPacket*>(pc.peerScratch[lane.peer]) +
-                      packetSlotOffset(pc, flag & 1, lane.laneBlock, me);
-      const bool aligned = (reinterpret_cast<uintptr_t>(lane.buffer) & 7) == 0;
+      LLPacket* dst =
+          static_cast<LLPacket*>(pc.peerScratch[t.peer]) + packetSlotOffset(pc, flag & 1, t.lane, me);
+      const bool aligned = (reinterpret_cast<uintptr_t>(t.buffer) & 7) == 0;
       for (size_t i = threadIdx.x; i < n; i += blockDim.x)
-        llStore(dst + i, loadWord<T>(lane.buffer, first + i, lane.bytes, aligned), flag);
+        llStore(dst + i, loadWord<T>(t.buffer, first + i, t.bytes, aligned), flag);
     }
     for (int l = blockIdx.x; l < lanes.count; l += gridDim.x) {
-      const P2pLane& lane = lanes.lane[l];
-      if (lane.isSend) continue;
-      const size_t words = divCeil(lane.bytes, kPacketPayloadBytes);
-      const size_t first = (static_cast<size_t>(step) * lane.laneBlocks + lane.laneBlock) * slotWords;
+      const P2pLane& t = lanes.lane[l];
+      if (t.isSend) continue;
+      const size_t words = divCeil(t.bytes, kPacketPayloadBytes);
+      const size_t first = (static_cast<size_t>(step) * t.lanes + t.lane) * slotWords;
       if (first >= words) continue;
       const size_t n = min(words - first, slotWords);
-      const uint64_t base = comm.recvSteps[lane.peer * kMaxPacketBlocks + lane.laneBlock];
+      const uint64_t base = comm.recvSteps[t.peer * kMaxPacketBlocks + t.lane];
       const uint32_t flag = static_cast<uint32_t>(base + step + 1);
-      const LLPacket* src = static_cast<const LLPacket*>(pc.localScratch) +
-                            packetSlotOffset(pc, flag & 1, lane.laneBlock, lane.peer);
-      const bool aligned = (reinterpret_cast<uintptr_t>(lane.buffer) & 7) == 0;
+      const LLPacket* src =
+          static_cast<const LLPacket*>(pc.localScratch) + packetSlotOffset(pc, flag & 1, t.lane, t.peer);
+      const bool aligned = (reinterpret_cast<uintptr_t>(t.buffer) & 7) == 0;
       for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
         uint2 bits;
-        if (wait.load(src + i, flag, &bits, lane.peer))
-          storeWord<T>(lane.buffer, first + i, lane.bytes, aligned, bits);
+        if (wait.load(src + i, flag, &bits, t.peer))
+          storeWord<T>(t.buffer, first + i, t.bytes, aligned, bits);
       }
       __syncthreads();  // the whole step is read before the sender may reuse its slots
       if (threadIdx.x == 0)
-        llStore(ackSlot(comm.peerAcks[lane.peer], pc.nranks, flag, lane.laneBlock, me), make_uint2(0, 0),
-                flag);
+        llStore(ackSlot(comm.peerAcks[t.peer], pc.nranks, flag, t.lane, me), make_uint2(0, 0), flag);
     }
   }
 
   __syncthreads();
   if (threadIdx.x != 0) return;
   for (int l = blockIdx.x; l < lanes.count; l += gridDim.x) {
-    const P2pLane& lane = lanes.lane[l];
+    const P2pLane& t = lanes.lane[l];
     // Only the steps in which this lane block moved data (and was acknowledged) count: a later
     // transfer waits for the ack of its step s-2, which must then exist.
-    size_t words = divCeil(lane.bytes, kPacketPayloadBytes);
-    size_t skipped = static_cast<size_t>(lane.laneBlock) * slotWords;
-    uint64_t laneSteps = words > skipped ? divCeil(words - skipped, slotWords * lane.laneBlocks) : 0;
-    uint64_t* counter =
-        (lane.isSend ? comm.sendSteps : comm.recvSteps) + lane.peer * kMaxPacketBlocks + lane.laneBlock;
+    size_t words = divCeil(t.bytes, kPacketPayloadBytes);
+    size_t skipped = static_cast<size_t>(t.lane) * slotWords;
+    uint64_t laneSteps = words > skipped ? divCeil(words - skipped, slotWords * t.lanes) : 0;
+    uint64_t* counter = (t.isSend ? comm.sendSteps : comm.recvSteps) + t.peer * kMaxPacketBlocks + t.lane;
     *counter += laneSteps;
   }
 }
@@ -134,28 +115,11 @@ Status launchP2p(const P2pComm& comm, const std::vector<P2pOp>& ops, int maxBloc
   const int me = comm.packets.rank;
   P2pLanes lanes{};
   size_t elementBytes = 8;
+  MSCCLPP_TRY(cutIntoLanes(ops, me, laneBlocksFor, comm.packets.slotPackets, &lanes, &elementBytes));
   // Transfers to self pair the k-th send with the k-th receive.
   std::vector<const P2pOp*> selfSends, selfRecvs;
-  for (const P2pOp& op : ops) {
-    if (op.bytes == 0) continue;
-    if (op.peer == me) {
-      (op.isSend ? selfSends : selfRecvs).push_back(&op);
-      continue;
-    }
-    elementBytes = std::min(elementBytes, op.elementBytes);
-    int laneBlocks = laneBlocksFor(op.bytes, comm.packets.slotPackets);
-    for (int b = 0; b < laneBlocks; ++b) {
-      if (lanes.count == kMaxP2pLanes)
-        return fail(Status::kInvalidUsage, "a group holds more point-to-point transfers than %d lanes",
-                    kMaxP2pLanes);
-      lanes.lane[lanes.count++] = P2pLane{static_cast<char*>(op.buffer),
-                                          op.bytes,
-                                          op.peer,
-                                          static_cast<uint8_t>(op.isSend),
-                                          static_cast<uint8_t>(b),
-                                          static_cast<uint8_t>(laneBlocks)};
-    }
-  }
+  for (const P2pOp& op : ops)
+    if (op.bytes > 0 && op.peer == me) (op.isSend ? selfSends : selfRecvs).push_back(&op);
   if (selfSends.size() != selfRecvs.size())
     return fail(Status::kInvalidUsage, "a send to self needs a matching receive from self in the same group");
   for (size_t i = 0; i < selfSends.size(); ++i) {
