@@ -1,0 +1,102 @@
+// Test driver for passing file descriptors between ranks (native/transport/fd_passing.cc), built with
+// g++ by tests/test_fd_passing.py; no CUDA.
+//
+//   fd_passing_driver <idfile> <rank> <nranks> [silent_rank]
+//     Rank 0 makes the id and writes it to <idfile>; the others wait for it. Every rank but silent_rank
+//     offers a memfd holding "rank R"; each checks that it received a working descriptor of every other
+//     offering rank (its contents read back) and -1 for silent_rank. Prints "OK rank R" and exits 0, or
+//     prints the error and exits 1. Without arguments: prints usage and exits 2.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "native/bootstrap/bootstrap.h"
+#include "native/common/logging.h"
+#include "native/transport/fd_passing.h"
+
+using namespace mscclpp_nccl;
+
+namespace {
+
+bool shareId(const std::string& path, int rank, UniqueId* id) {
+  if (rank == 0) {
+    if (!ok(bootstrapCreateUniqueId(id))) return false;
+    std::string tmp = path + ".tmp";
+    {
+      std::ofstream file(tmp, std::ios::binary);
+      file.write(id->bytes, sizeof(id->bytes));
+      if (!file) return false;
+    }
+    return rename(tmp.c_str(), path.c_str()) == 0;
+  }
+  for (int attempt = 0; attempt < 3000; ++attempt) {
+    std::ifstream file(path, std::ios::binary);
+    if (file.read(id->bytes, sizeof(id->bytes))) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+int fail(const std::string& what) {
+  printf("FAIL %s (%s)\n", what.c_str(), lastError());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    fprintf(stderr, "usage: %s <idfile> <rank> <nranks> [silent_rank]\n", argv[0]);
+    return 2;
+  }
+  const int rank = atoi(argv[2]), nranks = atoi(argv[3]);
+  const int silent = argc > 4 ? atoi(argv[4]) : -1;
+  UniqueId id;
+  if (!shareId(argv[1], rank, &id)) return fail("sharing the id");
+  std::unique_ptr<Bootstrap> bootstrap;
+  if (!ok(Bootstrap::create(id, rank, nranks, 60, &bootstrap))) return fail("bootstrap");
+
+  // Every rank is its own process; the topology needs no GPU for that.
+  Topology topology;
+  topology.ranks.resize(nranks);
+  topology.ranks[rank].hostId = 1;
+  topology.ranks[rank].processId = static_cast<uint64_t>(getpid());
+  if (!ok(bootstrap->allGather(topology.ranks.data(), sizeof(RankInfo)))) return fail("all-gather");
+
+  int offered = -1;
+  const std::string text = "rank " + std::to_string(rank);
+  if (rank != silent) {
+    offered = memfd_create("fd_passing_driver", MFD_CLOEXEC);
+    if (offered < 0 || write(offered, text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+      return fail("memfd");
+  }
+  std::vector<int> received;
+  if (!ok(exchangeFds(*bootstrap, topology, offered, &received))) return fail("exchangeFds");
+  for (int r = 0; r < nranks; ++r) {
+    const bool expected = r != rank && r != silent;
+    if (!expected) {
+      if (received[r] != -1)
+        return fail("a descriptor from rank " + std::to_string(r) + ", which offered none");
+      continue;
+    }
+    char buffer[64] = {};
+    const std::string want = "rank " + std::to_string(r);
+    if (received[r] < 0 ||
+        pread(received[r], buffer, sizeof(buffer) - 1, 0) != static_cast<ssize_t>(want.size()) ||
+        want != buffer)
+      return fail("the descriptor of rank " + std::to_string(r) + " reads '" + buffer + "'");
+    close(received[r]);
+  }
+  if (offered >= 0) close(offered);
+  if (!ok(bootstrap->barrier())) return fail("barrier");
+  printf("OK rank %d\n", rank);
+  return 0;
+}
