@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "native/common/env.h"
 #include "native/common/logging.h"
@@ -111,12 +112,17 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
                                    laneScratchBytes(kMaxP2pLaneBlocks, nranks_, kP2pLaneSlotBytes),
                                    &p2pLaneScratch_));
 
-  const size_t p2pCounters = 2ull * nranks_ * kMaxPacketBlocks;
-  const size_t laneCounters = laneCounterWords(laneBlocks, nranks_);
-  const size_t p2pLaneCounters = laneCounterWords(kMaxP2pLaneBlocks, nranks_);
-  const size_t counters = 2 + p2pCounters + laneCounters + kMaxZeroCopyBlocks + p2pLaneCounters;
-  MSCCLPP_CUDA_TRY(cudaMalloc(&deviceCounters_, counters * sizeof(uint64_t)));
-  MSCCLPP_CUDA_TRY(cudaMemset(deviceCounters_, 0, counters * sizeof(uint64_t)));
+  // Device counters, one allocation carved in order: the collective step and blocks done, p2p packet
+  // steps (send, receive), collective lanes, zero-copy calls, p2p lanes.
+  size_t counterWords = 2;
+  auto carve = [&counterWords](size_t words) { return std::exchange(counterWords, counterWords + words); };
+  const size_t p2pStepWords = static_cast<size_t>(nranks_) * kMaxPacketBlocks;
+  const size_t p2pSendAt = carve(p2pStepWords), p2pRecvAt = carve(p2pStepWords);
+  const size_t lanesAt = carve(laneCounterWords(laneBlocks, nranks_));
+  const size_t callsAt = carve(kMaxZeroCopyBlocks);
+  const size_t p2pLanesAt = carve(laneCounterWords(kMaxP2pLaneBlocks, nranks_));
+  MSCCLPP_CUDA_TRY(cudaMalloc(&deviceCounters_, counterWords * sizeof(uint64_t)));
+  MSCCLPP_CUDA_TRY(cudaMemset(deviceCounters_, 0, counterWords * sizeof(uint64_t)));
 
   PacketComm& packets = transports_.packets;
   packets.rank = rank_;
@@ -131,48 +137,29 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
   packets.wait.timeoutNs = static_cast<uint64_t>(envDouble("MSCCLPP_NCCL_WAIT_TIMEOUT", 600.0) * 1e9);
   packets.wait.rank = rank_;
 
-  p2pComm_.packets = packets;
-  p2pComm_.packets.localScratch = p2pScratch_->local();
-  p2pComm_.packets.peerScratch = p2pScratch_->devicePeerTable();
-  p2pComm_.localAcks = static_cast<char*>(p2pScratch_->local()) + p2pDataBytes;
+  P2pComm& p2p = transports_.p2p;
+  p2p.packets = packets;
+  p2p.packets.localScratch = p2pScratch_->local();
+  p2p.packets.peerScratch = p2pScratch_->devicePeerTable();
+  p2p.localAcks = static_cast<char*>(p2pScratch_->local()) + p2pDataBytes;
   std::vector<void*> peerAcks(nranks_);
   for (int r = 0; r < nranks_; ++r) peerAcks[r] = static_cast<char*>(p2pScratch_->peer(r)) + p2pDataBytes;
   MSCCLPP_CUDA_TRY(cudaMalloc(&deviceAckTable_, sizeof(void*) * nranks_));
   MSCCLPP_CUDA_TRY(
       cudaMemcpy(deviceAckTable_, peerAcks.data(), sizeof(void*) * nranks_, cudaMemcpyHostToDevice));
-  p2pComm_.peerAcks = deviceAckTable_;
-  p2pComm_.sendSteps = deviceCounters_ + 2;
-  p2pComm_.recvSteps = deviceCounters_ + 2 + static_cast<size_t>(nranks_) * kMaxPacketBlocks;
+  p2p.peerAcks = deviceAckTable_;
+  p2p.sendSteps = deviceCounters_ + p2pSendAt;
+  p2p.recvSteps = deviceCounters_ + p2pRecvAt;
 
-  LaneComm& lanes = transports_.lanes;
-  lanes.rank = rank_;
-  lanes.nranks = nranks_;
-  lanes.blocks = laneBlocks;
-  lanes.slotBytes = laneSlotBytes;
-  lanes.wait = packets.wait;
-  lanes.sent = deviceCounters_ + 2 + p2pCounters;
-  lanes.received = lanes.sent + static_cast<size_t>(laneBlocks) * nranks_;
-  if (laneScratch_) {
-    lanes.localScratch = static_cast<char*>(laneScratch_->local());
-    lanes.peerScratch = reinterpret_cast<char* const*>(laneScratch_->devicePeerTable());
-  }
-
-  p2pLanes_.rank = rank_;
-  p2pLanes_.nranks = nranks_;
-  p2pLanes_.blocks = kMaxP2pLaneBlocks;
-  p2pLanes_.slotBytes = kP2pLaneSlotBytes;
-  p2pLanes_.wait = packets.wait;
-  p2pLanes_.sent = lanes.sent + laneCounters + kMaxZeroCopyBlocks;
-  p2pLanes_.received = p2pLanes_.sent + static_cast<size_t>(kMaxP2pLaneBlocks) * nranks_;
-  if (p2pLaneScratch_) {
-    p2pLanes_.localScratch = static_cast<char*>(p2pLaneScratch_->local());
-    p2pLanes_.peerScratch = reinterpret_cast<char* const*>(p2pLaneScratch_->devicePeerTable());
-  }
+  transports_.lanes =
+      laneComm(laneBlocks, laneSlotBytes, laneScratch_.get(), deviceCounters_ + lanesAt, packets.wait);
+  transports_.p2pLanes = laneComm(kMaxP2pLaneBlocks, kP2pLaneSlotBytes, p2pLaneScratch_.get(),
+                                  deviceCounters_ + p2pLanesAt, packets.wait);
 
   ZeroCopyComm& direct = transports_.direct;
   direct.rank = rank_;
   direct.nranks = nranks_;
-  direct.calls = lanes.sent + laneCounters;
+  direct.calls = deviceCounters_ + callsAt;
   direct.wait = packets.wait;
   if (syncScratch_) {
     direct.localFlags = static_cast<uint64_t*>(syncScratch_->local());
@@ -184,6 +171,23 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
   MSCCLPP_INFO(kInit, "rank %d/%d on GPU %d (%d ranks on it): %zu-packet slots, up to %d blocks", rank_,
                nranks_, device_, topology_.ranksOnMyGpu, slotPackets, selector_.maxBlocks());
   return Status::kSuccess;
+}
+
+LaneComm Communicator::laneComm(int blocks, size_t slotBytes, const PeerBuffer* scratch, uint64_t* counters,
+                                const WaitControl& wait) const {
+  LaneComm lanes{};
+  lanes.rank = rank_;
+  lanes.nranks = nranks_;
+  lanes.blocks = blocks;
+  lanes.slotBytes = slotBytes;
+  lanes.wait = wait;
+  lanes.sent = counters;
+  lanes.received = counters + static_cast<size_t>(blocks) * nranks_;
+  if (scratch) {
+    lanes.localScratch = static_cast<char*>(scratch->local());
+    lanes.peerScratch = reinterpret_cast<char* const*>(scratch->devicePeerTable());
+  }
+  return lanes;
 }
 
 Communicator::~Communicator() {
@@ -213,9 +217,8 @@ Status Communicator::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
     return Status::kSuccess;
   }
   DirectBuffers direct;
-  const size_t bytes = args.count * dataTypeSize(args.type);
   const bool registered =
-      findPeerBuffers(args.send, bytes, &direct.send) && findPeerBuffers(args.recv, bytes, &direct.recv);
+      findDirectBuffers(args.send, args.recv, args.count * dataTypeSize(args.type), &direct);
   return runAllReduce(transports_, selector_, args, registered ? &direct : nullptr, stream);
 }
 
@@ -243,15 +246,19 @@ Status Communicator::deregisterWindow(SymmetricWindow* window) {
   return Status::kSuccess;
 }
 
-bool Communicator::findPeerBuffers(const void* ptr, size_t bytes, PeerBuffers* out) const {
+bool Communicator::findDirectBuffers(const void* send, const void* recv, size_t bytes,
+                                     DirectBuffers* out) const {
   std::lock_guard<std::mutex> lock(windowsMutex_);
-  for (const auto& window : windows_) {
-    if (!window->mapped() || !window->contains(ptr, bytes)) continue;
-    out->bases = window->devicePeerTable();
-    out->offset = static_cast<const char*>(ptr) - static_cast<const char*>(window->local());
-    return true;
-  }
-  return false;
+  auto find = [&](const void* ptr, PeerBuffers* buffers) {
+    for (const auto& window : windows_) {
+      if (!window->mapped() || !window->contains(ptr, bytes)) continue;
+      buffers->bases = window->devicePeerTable();
+      buffers->offset = static_cast<const char*>(ptr) - static_cast<const char*>(window->local());
+      return true;
+    }
+    return false;
+  };
+  return find(send, &out->send) && find(recv, &out->recv);
 }
 
 Status Communicator::exchange(Collective collective, const ExchangeArgs& args, cudaStream_t stream) {
@@ -263,19 +270,7 @@ Status Communicator::sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream
   for (const P2pOp& op : ops)
     if (op.peer < 0 || op.peer >= nranks_)
       return fail(Status::kInvalidArgument, "peer %d is not a rank of this communicator", op.peer);
-  // Large transfers go over lanes, in a second kernel: each is classified by its size alone, so both
-  // ends put it in the same kernel.
-  std::vector<P2pOp> packets, chunks;
-  for (const P2pOp& op : ops) {
-    const Choice choice = selector_.choose(Collective::kSendRecv, op.elementBytes, op.bytes);
-    const bool chunked =
-        choice.algorithm->id == AlgorithmId::kP2pChunked && op.peer != rank_ && p2pLaneScratch_;
-    MSCCLPP_INFO(kTuning, "sendrecv %zu bytes %s peer %d: %s (%s)", op.bytes, op.isSend ? "to" : "from",
-                 op.peer, chunked ? "p2p_chunked" : "p2p_packet", choice.source);
-    (chunked ? chunks : packets).push_back(op);
-  }
-  MSCCLPP_TRY(launchP2p(p2pComm_, packets, selector_.maxBlocks(), stream));
-  return launchP2pChunked(p2pLanes_, chunks, selector_.laneBlocks(), stream);
+  return runSendRecv(transports_, selector_, ops, stream);
 }
 
 Status Communicator::asyncError() const {

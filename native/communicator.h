@@ -73,9 +73,12 @@ class Communicator {
   Communicator() = default;
   Status connect(std::unique_ptr<Bootstrap> bootstrap);
   Status joinNewCommunicator(const std::vector<int>& members, std::unique_ptr<Communicator>* out);
-  // `ptr`..`ptr + bytes` on every rank, when it lies in a mapped window here (then, by the window's
-  // promise, at the same offset on every rank).
-  bool findPeerBuffers(const void* ptr, size_t bytes, PeerBuffers* out) const;
+  // Both buffers (`bytes` each) on every rank, when each lies in a mapped window here (then, by the
+  // windows' promise, at the same offset on every rank).
+  bool findDirectBuffers(const void* send, const void* recv, size_t bytes, DirectBuffers* out) const;
+  // Lanes of `blocks` per pair over `scratch` (null: none), their counters at `counters` ([sent][received]).
+  LaneComm laneComm(int blocks, size_t slotBytes, const PeerBuffer* scratch, uint64_t* counters,
+                    const WaitControl& wait) const;
 
   int rank_ = 0;
   int nranks_ = 0;
@@ -90,8 +93,6 @@ class Communicator {
   int* hostFlags_ = nullptr;                    // [0] abort, [1] kernel error; host-mapped
   uint64_t* deviceCounters_ = nullptr;          // collective steps, blocks done, p2p steps per peer and lane
   Transports transports_{};
-  P2pComm p2pComm_{};
-  LaneComm p2pLanes_{};
   void** deviceAckTable_ = nullptr;
   AlgorithmSelector selector_;
   mutable std::mutex windowsMutex_;

@@ -33,6 +33,8 @@ Status launchAllReduceZeroCopy(const ZeroCopyComm&, const AllReduceArgs&, const 
                                const PeerBuffers&, LaunchShape, cudaStream_t) {
   return notLinked();
 }
+Status launchP2p(const P2pComm&, const std::vector<P2pOp>&, int, cudaStream_t) { return notLinked(); }
+Status launchP2pChunked(const LaneComm&, const std::vector<P2pOp>&, int, cudaStream_t) { return notLinked(); }
 Status launchExchange(const PacketComm&, const ExchangeArgs&, LaunchShape, cudaStream_t) {
   return notLinked();
 }

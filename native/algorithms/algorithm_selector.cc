@@ -263,4 +263,19 @@ Status runExchange(const Transports& transports, const AlgorithmSelector& select
   return launchExchange(transports.packets, args, choice.shape, stream);
 }
 
+Status runSendRecv(const Transports& transports, const AlgorithmSelector& selector,
+                   const std::vector<P2pOp>& ops, cudaStream_t stream) {
+  std::vector<P2pOp> packets, chunks;
+  for (const P2pOp& op : ops) {
+    const Choice choice = selector.choose(Collective::kSendRecv, op.elementBytes, op.bytes);
+    const bool chunked = choice.algorithm->id == AlgorithmId::kP2pChunked &&
+                         op.peer != transports.p2pLanes.rank && transports.p2pLanes.localScratch != nullptr;
+    MSCCLPP_INFO(kTuning, "sendrecv %zu bytes %s peer %d: %s (%s)", op.bytes, op.isSend ? "to" : "from",
+                 op.peer, chunked ? "p2p_chunked" : "p2p_packet", choice.source);
+    (chunked ? chunks : packets).push_back(op);
+  }
+  MSCCLPP_TRY(launchP2p(transports.p2p, packets, selector.maxBlocks(), stream));
+  return launchP2pChunked(transports.p2pLanes, chunks, selector.laneBlocks(), stream);
+}
+
 }  // namespace mscclpp_nccl

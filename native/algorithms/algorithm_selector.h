@@ -13,6 +13,7 @@
 
 #include "native/algorithms/allreduce.h"
 #include "native/algorithms/exchange.h"
+#include "native/algorithms/p2p.h"
 #include "native/algorithms/registry.h"
 #include "native/algorithms/tuning_table.h"
 #include "native/common/status.h"
@@ -70,6 +71,8 @@ struct Transports {
   PacketComm packets;
   LaneComm lanes;
   ZeroCopyComm direct;
+  P2pComm p2p;
+  LaneComm p2pLanes;  // lanes of large send/recv transfers, apart from the collectives'
 };
 
 // The buffers of an all-reduce on every rank, when they lie in mapped windows.
@@ -83,5 +86,9 @@ Status runAllReduce(const Transports& transports, const AlgorithmSelector& selec
                     const AllReduceArgs& args, const DirectBuffers* direct, cudaStream_t stream);
 Status runExchange(const Transports& transports, const AlgorithmSelector& selector, Collective collective,
                    const ExchangeArgs& args, cudaStream_t stream);
+// One pass of a group's sends and receives: small transfers in the packet kernel, large ones over lanes
+// in a second kernel (each classified by its size alone, so both ends put it in the same kernel).
+Status runSendRecv(const Transports& transports, const AlgorithmSelector& selector,
+                   const std::vector<P2pOp>& ops, cudaStream_t stream);
 
 }  // namespace mscclpp_nccl

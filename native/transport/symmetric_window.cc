@@ -112,7 +112,7 @@ Status SymmetricWindow::mapPeers(Bootstrap& bootstrap, const Topology& topology,
       else
         cudaGetLastError();
     }
-    if (fds.size() > static_cast<size_t>(peer) && fds[peer] >= 0) close(fds[peer]);
+    if (fds[peer] >= 0) close(fds[peer]);
     mine = mine && m.base != nullptr;
   }
   std::vector<int32_t> mappedBy(nranks);
