@@ -120,14 +120,14 @@ NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
   // A rank without a color still takes part in the exchange, through a handle the caller never sees.
   if (color != NCCL_SPLIT_NOCOLOR) *newcomm = child;
   ncclResult_t result = startCommJob(child, [comm, child, color, key](std::unique_ptr<Communicator>* impl) {
-    std::shared_lock<std::shared_mutex> lock(comm->implMutex);
-    if (!comm->impl) return fail(Status::kInvalidUsage, "ncclCommSplit: parent was destroyed");
-    MSCCLPP_TRY(comm->impl->split(color, key, impl));
-    if (*impl) {
-      child->rank = (*impl)->rank();
-      child->nranks = (*impl)->size();
-    }
-    return Status::kSuccess;
+    return withImpl(comm, "ncclCommSplit: parent was destroyed", [&](Communicator& parent) {
+      MSCCLPP_TRY(parent.split(color, key, impl));
+      if (*impl) {
+        child->rank = (*impl)->rank();
+        child->nranks = (*impl)->size();
+      }
+      return Status::kSuccess;
+    });
   });
   if (color == NCCL_SPLIT_NOCOLOR && result != ncclInProgress) {
     // The hidden handle is done with once its (synchronous) exchange finished.
@@ -158,13 +158,13 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, i
   NCCL_TRY(newChildHandle(comm, config, &child));
   *newcomm = child;
   return startCommJob(child, [comm, child, excluded, shrinkFlags](std::unique_ptr<Communicator>* impl) {
-    std::shared_lock<std::shared_mutex> lock(comm->implMutex);
-    if (!comm->impl) return fail(Status::kInvalidUsage, "ncclCommShrink: parent was destroyed");
-    if (shrinkFlags == NCCL_SHRINK_ABORT) comm->impl->stopKernels();
-    MSCCLPP_TRY(comm->impl->shrink(excluded, impl));
-    child->rank = (*impl)->rank();
-    child->nranks = (*impl)->size();
-    return Status::kSuccess;
+    return withImpl(comm, "ncclCommShrink: parent was destroyed", [&](Communicator& parent) {
+      if (shrinkFlags == NCCL_SHRINK_ABORT) parent.stopKernels();
+      MSCCLPP_TRY(parent.shrink(excluded, impl));
+      child->rank = (*impl)->rank();
+      child->nranks = (*impl)->size();
+      return Status::kSuccess;
+    });
   });
 }
 

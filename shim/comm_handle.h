@@ -53,6 +53,15 @@ ncclResult_t checkReadyComm(ncclComm_t comm, const char* function);
 // Checks that `comm` is a handle this library made and that it was not destroyed.
 ncclResult_t checkKnownComm(ncclComm_t comm, const char* function);
 
+// Runs fn(Communicator&) -> Status under the shared lock that keeps `impl` alive (abort and destroy
+// take it exclusively); fails with `goneMessage` when the native communicator is already gone.
+template <typename Fn>
+mscclpp_nccl::Status withImpl(ncclComm* comm, const char* goneMessage, Fn fn) {
+  std::shared_lock<std::shared_mutex> lock(comm->implMutex);
+  if (!comm->impl) return mscclpp_nccl::fail(mscclpp_nccl::Status::kInvalidUsage, "%s", goneMessage);
+  return fn(*comm->impl);
+}
+
 // Creates the native communicator of `comm` by running `job` now, at ncclGroupEnd when a group is
 // open, or on a worker thread for a non-blocking communicator. Returns what the init call returns.
 using CommJob = std::function<mscclpp_nccl::Status(std::unique_ptr<mscclpp_nccl::Communicator>*)>;

@@ -25,13 +25,11 @@ ncclResult_t enqueue(ncclComm* comm, cudaStream_t stream, const char* function, 
   NCCL_TRY(checkStream(comm, stream, function));
   // The comm may be aborted or destroyed before queued work runs: `impl` is checked under the lock.
   auto run = [comm, launch]() -> ncclResult_t {
-    std::shared_lock<std::shared_mutex> lock(comm->implMutex);
-    if (!comm->impl)
-      return toNccl(mscclpp_nccl::fail(mscclpp_nccl::Status::kInvalidUsage, "comm was aborted or destroyed"));
-    mscclpp_nccl::Status pending = comm->impl->asyncError();
-    if (pending != mscclpp_nccl::Status::kSuccess) return toNccl(pending);
-    DeviceGuard guard(comm->device);
-    return toNccl(launch(*comm->impl));
+    return toNccl(withImpl(comm, "comm was aborted or destroyed", [&](mscclpp_nccl::Communicator& impl) {
+      MSCCLPP_TRY(impl.asyncError());
+      DeviceGuard guard(comm->device);
+      return launch(impl);
+    }));
   };
   if (groupDepth() > 0) {
     deferToGroupEnd(run, /*concurrent=*/false);

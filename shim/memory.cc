@@ -77,14 +77,15 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size
   // registrations of this thread (one thread may register for every rank of its process), and after
   // this communicator's earlier ones (every rank must exchange its windows in the same order).
   auto work = [comm, window]() -> ncclResult_t {
-    std::shared_lock<std::shared_mutex> lock(comm->implMutex);
-    if (!comm->impl) return toNccl(fail(Status::kInvalidUsage, "ncclCommWindowRegister: comm was aborted"));
-    DeviceGuard guard(comm->device);
-    mscclpp_nccl::SymmetricWindow* native = nullptr;
-    NCCL_TRY(toNccl(comm->impl->registerWindow(window->userPtr, window->size,
-                                               (window->flags & NCCL_WIN_COLL_SYMMETRIC) != 0, &native)));
-    window->native = native;
-    return ncclSuccess;
+    return toNccl(
+        withImpl(comm, "ncclCommWindowRegister: comm was aborted", [&](mscclpp_nccl::Communicator& impl) {
+          DeviceGuard guard(comm->device);
+          mscclpp_nccl::SymmetricWindow* native = nullptr;
+          MSCCLPP_TRY(impl.registerWindow(window->userPtr, window->size,
+                                          (window->flags & NCCL_WIN_COLL_SYMMETRIC) != 0, &native));
+          window->native = native;
+          return Status::kSuccess;
+        }));
   };
   if (groupDepth() > 0) {
     deferToGroupEnd(work, /*concurrent=*/true, /*orderKey=*/comm);
