@@ -90,6 +90,10 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
   }
   selector_.setSlotPackets(slotPackets);
   selector_.setLaneSlotBytes(laneSlotBytes);
+  // Early launch needs sm_90; it changes no protocol, so ranks need not agree on it.
+  int computeMajor = 0;
+  MSCCLPP_CUDA_TRY(cudaDeviceGetAttribute(&computeMajor, cudaDevAttrComputeCapabilityMajor, device_));
+  selector_.setEarlyLaunch(computeMajor >= 9 && envInt("MSCCLPP_NCCL_EARLY_LAUNCH", 1) != 0);
   MSCCLPP_TRY(
       PeerBuffer::create(*bootstrap_, topology_, packetScratchBytes(nranks_, slotPackets), &scratch_));
   if (laneSlotBytes > 0)

@@ -5,6 +5,8 @@
 // each rank's alltoall buffer; the message of all_reduce and broadcast; what each rank sends in
 // sendrecv (a ring: to rank + 1, from rank - 1). bf16, sum, root 0. host_us is the time the eager
 // calls take to return, before the stream is synchronized: the per-call host cost.
+// The pseudo-collective `empty` launches one empty kernel per call instead: the same loop's floor,
+// which no library that launches a kernel per call can go under.
 // NCCL_TIMER_WINDOWS=1 takes the buffers from ncclMemAlloc and registers them as symmetric windows
 // (like nccl-tests -R 2), which lets libraries run zero-copy algorithms.
 //
@@ -107,7 +109,8 @@ int main(int argc, char** argv) {
   const int rank = envInt("MSCCLPP_NCCL_RANK", envInt("RANK", 0));
   const int nranks = envInt("MSCCLPP_NCCL_WORLD_SIZE", envInt("WORLD_SIZE", 1));
   const std::string collective = argv[1];
-  const char* known[] = {"all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv"};
+  const char* known[] = {"all_reduce", "all_gather", "reduce_scatter", "alltoall",
+                         "broadcast",  "sendrecv",   "empty"};
   bool isKnown = false;
   for (const char* name : known) isKnown = isKnown || collective == name;
   if (!isKnown) {
@@ -151,6 +154,10 @@ int main(int argc, char** argv) {
     const size_t count = bytes / 2, share = count / nranks;  // elements: whole message, per rank
     char* sendBytes = static_cast<char*>(send);
     auto run = [&]() -> ncclResult_t {
+      if (collective == "empty") {
+        emptyKernel<<<1, 32, 0, stream>>>();
+        return cudaGetLastError() == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+      }
       if (collective == "all_gather") return ncclAllGather(send, recv, share, ncclBfloat16, comm, stream);
       if (collective == "reduce_scatter")
         return ncclReduceScatter(send, recv, share, ncclBfloat16, ncclSum, comm, stream);

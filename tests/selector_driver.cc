@@ -5,7 +5,7 @@
 //     Sets a selector up as a communicator would (MSCCLPP_NCCL_ALGO and MSCCLPP_NCCL_TUNING_FILE come from
 //     the environment), then answers choices read from stdin, one per line: "collective elementBytes
 //     bytes [registered]" (registered: 1 when the buffers lie in mapped windows), with "algorithm blocks
-//     threads chunkBytes source".
+//     threads chunkBytes source early" (early: 1 when the kernel launches early, as on sm_90).
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -33,8 +33,10 @@ Status launchAllReduceZeroCopy(const ZeroCopyComm&, const AllReduceArgs&, const 
                                const PeerBuffers&, LaunchShape, cudaStream_t) {
   return notLinked();
 }
-Status launchP2p(const P2pComm&, const std::vector<P2pOp>&, int, cudaStream_t) { return notLinked(); }
-Status launchP2pChunked(const LaneComm&, const std::vector<P2pOp>&, int, cudaStream_t) { return notLinked(); }
+Status launchP2p(const P2pComm&, const std::vector<P2pOp>&, int, int, cudaStream_t) { return notLinked(); }
+Status launchP2pChunked(const LaneComm&, const std::vector<P2pOp>&, int, int, cudaStream_t) {
+  return notLinked();
+}
 Status launchExchange(const PacketComm&, const ExchangeArgs&, LaunchShape, cudaStream_t) {
   return notLinked();
 }
@@ -54,6 +56,7 @@ int main(int argc, char** argv) {
   selector.init(argv[1], atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
   selector.setLaneSlotBytes(strtoull(argv[5], nullptr, 10));
   selector.setSlotPackets(strtoull(argv[6], nullptr, 10));
+  selector.setEarlyLaunch(true);
   for (std::string line; std::getline(std::cin, line);) {
     std::istringstream words(line);
     std::string name;
@@ -66,8 +69,8 @@ int main(int argc, char** argv) {
     int registered = 0;
     words >> registered;
     mscclpp_nccl::Choice choice = selector.choose(collective, elementBytes, bytes, registered != 0);
-    printf("%s %d %d %zu %s\n", choice.algorithm->name, choice.shape.blocks, choice.shape.threads,
-           choice.shape.chunkBytes, choice.source);
+    printf("%s %d %d %zu %s %d\n", choice.algorithm->name, choice.shape.blocks, choice.shape.threads,
+           choice.shape.chunkBytes, choice.source, choice.shape.earlyLaunch ? 1 : 0);
   }
   return 0;
 }

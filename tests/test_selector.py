@@ -37,6 +37,7 @@ ZERO_COPY = "allreduce_zero_copy"
 MAX_ZERO_COPY_BLOCKS = 64  # kMaxZeroCopyBlocks
 ZERO_COPY_THREADS = 512  # kZeroCopyThreads
 ZERO_COPY_MIN_BYTES = 1 << 20  # kZeroCopyMinBytes
+EARLY_LAUNCH_MAX_BLOCKS = 8  # kEarlyLaunchMaxBlocks
 
 
 @dataclass(frozen=True)
@@ -64,11 +65,13 @@ class Comm:
         return [H200, *map(str, numbers)]
 
 
-# 132 SMs shared by 2, 4 and 8 ranks; lane slots as the default 32 MiB budget gives them.
+# 132 SMs shared by 2, 4, 8 and 9 ranks; lane slots as the default 32 MiB budget gives them. At 9 ranks
+# a rank's share (14 blocks) is too small for early launch.
 COMMS = {
     2: Comm(2, 2, 66, 131072, 4096),
     4: Comm(4, 4, 33, 126976, 2048),
     8: Comm(8, 8, 16, 131072, 1024),
+    9: Comm(9, 9, 14, 131072, 1024),
 }
 
 
@@ -79,6 +82,7 @@ class Choice:
     threads: int
     chunk_bytes: int
     source: str
+    early: bool
 
 
 @pytest.fixture(scope="session")
@@ -102,12 +106,16 @@ def choose(
     )
     assert proc.returncode == 0 and "runtime error" not in proc.stderr, proc.stderr
     rows = [line.split() for line in proc.stdout.splitlines()]
-    assert len(rows) == len(queries) and all(len(r) == 5 for r in rows), proc.stdout
-    return [Choice(r[0], int(r[1]), int(r[2]), int(r[3]), r[4]) for r in rows]
+    assert len(rows) == len(queries) and all(len(r) == 6 for r in rows), proc.stdout
+    return [Choice(r[0], int(r[1]), int(r[2]), int(r[3]), r[4], r[5] == "1") for r in rows]
 
 
 def assert_launchable(choice: Choice, comm: Comm) -> None:
-    """The shape is one the kernels accept: co-resident grid, legal threads, chunk within a slot."""
+    """The shape is one the kernels accept: co-resident grid, legal threads, chunk within a slot; only
+    small grids launch early, and only where a parked one and a running one fit the rank's share."""
+    assert choice.early == (
+        choice.blocks <= EARLY_LAUNCH_MAX_BLOCKS and comm.resident_blocks >= 2 * EARLY_LAUNCH_MAX_BLOCKS
+    ), choice
     if choice.algorithm == ZERO_COPY:
         assert 1 <= choice.blocks <= min(comm.resident_blocks, MAX_ZERO_COPY_BLOCKS), choice
         assert 32 <= choice.threads <= ZERO_COPY_THREADS and choice.threads % 32 == 0, choice

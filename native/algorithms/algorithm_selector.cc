@@ -144,13 +144,20 @@ bool AlgorithmSelector::parseForced(const std::string& text) {
 
 LaunchShape AlgorithmSelector::shapeFor(const Algorithm& algorithm, const TuningChoice& choice,
                                         size_t bytes) const {
+  LaunchShape shape = gridFor(algorithm, choice, bytes);
+  shape.earlyLaunch = shape.blocks <= earlyLaunchBlocks();
+  return shape;
+}
+
+LaunchShape AlgorithmSelector::gridFor(const Algorithm& algorithm, const TuningChoice& choice,
+                                       size_t bytes) const {
   // The bytes each rank's kernel moves per peer: the range, or a segment for the two-shot all-reduces.
   size_t range = bytes;
   if (algorithm.id == AlgorithmId::kAllReduceTwoShotPacket ||
       algorithm.id == AlgorithmId::kAllReduceTwoShotChunked ||
       algorithm.id == AlgorithmId::kAllReduceZeroCopy)
     range = (bytes + nranks_ - 1) / nranks_;
-  LaunchShape shape;
+  LaunchShape shape{};
   if (algorithm.protocol == Protocol::kDirect) {
     size_t blocks = choice.blocks > 0 ? choice.blocks : (range + kDirectBlockBytes - 1) / kDirectBlockBytes;
     shape.blocks = static_cast<int>(std::clamp<size_t>(blocks, 1, directBlocks()));
@@ -274,8 +281,9 @@ Status runSendRecv(const Transports& transports, const AlgorithmSelector& select
                  op.peer, chunked ? "p2p_chunked" : "p2p_packet", choice.source);
     (chunked ? chunks : packets).push_back(op);
   }
-  MSCCLPP_TRY(launchP2p(transports.p2p, packets, selector.maxBlocks(), stream));
-  return launchP2pChunked(transports.p2pLanes, chunks, selector.laneBlocks(), stream);
+  MSCCLPP_TRY(launchP2p(transports.p2p, packets, selector.maxBlocks(), selector.earlyLaunchBlocks(), stream));
+  return launchP2pChunked(transports.p2pLanes, chunks, selector.laneBlocks(), selector.earlyLaunchBlocks(),
+                          stream);
 }
 
 }  // namespace mscclpp_nccl

@@ -35,6 +35,8 @@ class AlgorithmSelector {
   void setSlotPackets(size_t slotPackets) { slotPackets_ = slotPackets; }
   // Bytes of one lane slot, the largest chunk of a chunked kernel (0: no lanes, no chunked algorithms).
   void setLaneSlotBytes(size_t slotBytes) { laneSlotBytes_ = slotBytes; }
+  // Whether small grids may start while the stream's previous kernel runs (kernel_launch.h).
+  void setEarlyLaunch(bool allowed) { earlyLaunch_ = allowed; }
   // A hash of everything that can override the built-in rules here (the same on all ranks or none).
   uint64_t fingerprint() const { return fingerprint_; }
   void dropOverrides();
@@ -47,6 +49,11 @@ class AlgorithmSelector {
   int laneBlocks() const { return std::min(residentBlocks_, kMaxLaneBlocks); }
   // The largest grid of a zero-copy kernel.
   int directBlocks() const { return std::min(residentBlocks_, kMaxZeroCopyBlocks); }
+  // The largest grid launched early (0: none). A parked early kernel and the running one must fit in
+  // this rank's share of co-resident blocks together.
+  int earlyLaunchBlocks() const {
+    return earlyLaunch_ && residentBlocks_ >= 2 * kEarlyLaunchMaxBlocks ? kEarlyLaunchMaxBlocks : 0;
+  }
 
  private:
   struct Forced {
@@ -55,10 +62,12 @@ class AlgorithmSelector {
   };
   bool parseForced(const std::string& text);
   LaunchShape shapeFor(const Algorithm& algorithm, const TuningChoice& choice, size_t bytes) const;
+  LaunchShape gridFor(const Algorithm& algorithm, const TuningChoice& choice, size_t bytes) const;
   bool usable(const Algorithm& algorithm, Collective collective, size_t bytes, bool registered) const;
 
   int nranks_ = 1;
   int residentBlocks_ = 1;
+  bool earlyLaunch_ = false;
   size_t slotPackets_ = 1;
   size_t laneSlotBytes_ = 0;
   std::array<Forced, kNumCollectives> forced_{};

@@ -28,6 +28,7 @@ struct LaunchShape {
   int blocks;
   int threads;
   size_t chunkBytes;
+  bool earlyLaunch;  // may start while the stream's previous kernel runs (kernel_launch.h)
 };
 
 // One-shot: every rank sends its whole input to every peer in LL packets and reduces all inputs

@@ -1,7 +1,9 @@
 #include "native/algorithms/allreduce.h"
+#include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/packet_kernel.cuh"
 #include "native/algorithms/reduce_dispatch.cuh"
 #include "native/common/logging.h"
+#include "native/device/dependent_launch.cuh"
 
 namespace mscclpp_nccl {
 namespace {
@@ -11,6 +13,7 @@ namespace {
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kPacketThreads)
     allReduceOneShotPacketKernel(PacketComm comm, AllReduceArgs args, size_t chunkWords, int rounds) {
+  enterKernel();
   const size_t bytes = args.count * sizeof(T);
   const size_t words = divCeil(bytes, kPacketPayloadBytes);
   const bool sendAligned = (reinterpret_cast<uintptr_t>(args.send) & 7) == 0;
@@ -67,9 +70,8 @@ struct OneShotLauncher {
     size_t words = divCeil(args.count * sizeof(T), kPacketPayloadBytes);
     const size_t chunkWords = shape.chunkBytes / kPacketPayloadBytes;
     int rounds = static_cast<int>(divCeil(words, chunkWords * shape.blocks));
-    allReduceOneShotPacketKernel<T, Op>
-        <<<shape.blocks, shape.threads, 0, stream>>>(comm, args, chunkWords, rounds);
-    return cudaGetLastError();
+    return launchKernel(allReduceOneShotPacketKernel<T, Op>, shape.blocks, shape.threads, shape.earlyLaunch,
+                        stream, comm, args, chunkWords, rounds);
   }
 };
 

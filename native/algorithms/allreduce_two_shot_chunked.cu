@@ -1,7 +1,9 @@
 #include "native/algorithms/allreduce.h"
+#include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/lane_kernel.cuh"
 #include "native/algorithms/packet_kernel.cuh"
 #include "native/common/logging.h"
+#include "native/device/dependent_launch.cuh"
 
 namespace mscclpp_nccl {
 namespace {
@@ -18,6 +20,7 @@ template <typename T, typename Op>
 __global__ void __launch_bounds__(kLaneThreads)
     allReduceTwoShotChunkedKernel(LaneComm comm, AllReduceArgs args, size_t segmentBytes, size_t chunkBytes,
                                   int rounds) {
+  enterKernel();
   __shared__ LaneSlots slots;
   LaneBlock lane(comm, slots);
   const int me = comm.rank;
@@ -75,9 +78,8 @@ struct TwoShotChunkedLauncher {
     size_t segmentBytes =
         divCeil(divCeil(args.count * sizeof(T), comm.nranks), kLaneAlignment) * kLaneAlignment;
     int rounds = static_cast<int>(divCeil(segmentBytes, shape.chunkBytes * shape.blocks));
-    allReduceTwoShotChunkedKernel<T, Op>
-        <<<shape.blocks, shape.threads, 0, stream>>>(comm, args, segmentBytes, shape.chunkBytes, rounds);
-    return cudaGetLastError();
+    return launchKernel(allReduceTwoShotChunkedKernel<T, Op>, shape.blocks, shape.threads, shape.earlyLaunch,
+                        stream, comm, args, segmentBytes, shape.chunkBytes, rounds);
   }
 };
 

@@ -1,7 +1,9 @@
 #include "native/algorithms/allreduce.h"
+#include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/packet_kernel.cuh"
 #include "native/algorithms/reduce_dispatch.cuh"
 #include "native/common/logging.h"
+#include "native/device/dependent_launch.cuh"
 
 namespace mscclpp_nccl {
 namespace {
@@ -15,6 +17,7 @@ template <typename T, typename Op>
 __global__ void __launch_bounds__(kPacketThreads)
     allReduceTwoShotPacketKernel(PacketComm comm, AllReduceArgs args, size_t segmentWords, size_t chunkWords,
                                  int rounds) {
+  enterKernel();
   const size_t bytes = args.count * sizeof(T);
   const size_t words = divCeil(bytes, kPacketPayloadBytes);
   const bool sendAligned = (reinterpret_cast<uintptr_t>(args.send) & 7) == 0;
@@ -102,9 +105,8 @@ struct TwoShotLauncher {
     size_t segmentWords = divCeil(words, comm.nranks);
     const size_t chunkWords = shape.chunkBytes / kPacketPayloadBytes;
     int rounds = static_cast<int>(divCeil(segmentWords, chunkWords * shape.blocks));
-    allReduceTwoShotPacketKernel<T, Op>
-        <<<shape.blocks, shape.threads, 0, stream>>>(comm, args, segmentWords, chunkWords, rounds);
-    return cudaGetLastError();
+    return launchKernel(allReduceTwoShotPacketKernel<T, Op>, shape.blocks, shape.threads, shape.earlyLaunch,
+                        stream, comm, args, segmentWords, chunkWords, rounds);
   }
 };
 

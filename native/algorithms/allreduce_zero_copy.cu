@@ -1,7 +1,9 @@
 #include "native/algorithms/allreduce.h"
+#include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/lane_kernel.cuh"
 #include "native/algorithms/packet_kernel.cuh"
 #include "native/common/logging.h"
+#include "native/device/dependent_launch.cuh"
 #include "native/device/peer_barrier.cuh"
 
 namespace mscclpp_nccl {
@@ -16,6 +18,7 @@ template <typename T, typename Op>
 __global__ void __launch_bounds__(kZeroCopyThreads)
     allReduceZeroCopyKernel(ZeroCopyComm comm, AllReduceArgs args, PeerBuffers send, PeerBuffers recv,
                             size_t segmentBytes, size_t blockBytes) {
+  enterKernel();
   __shared__ const char* inputs[kMaxZeroCopyRanks];
   __shared__ char* outputs[kMaxZeroCopyRanks];
   __shared__ int inputAlignment[kMaxZeroCopyRanks];
@@ -62,9 +65,8 @@ struct ZeroCopyLauncher {
     const size_t segmentBytes =
         divCeil(divCeil(args.count * sizeof(T), comm.nranks), kLaneAlignment) * kLaneAlignment;
     const size_t blockBytes = divCeil(divCeil(segmentBytes, shape.blocks), kLaneAlignment) * kLaneAlignment;
-    allReduceZeroCopyKernel<T, Op>
-        <<<shape.blocks, shape.threads, 0, stream>>>(comm, args, send, recv, segmentBytes, blockBytes);
-    return cudaGetLastError();
+    return launchKernel(allReduceZeroCopyKernel<T, Op>, shape.blocks, shape.threads, shape.earlyLaunch,
+                        stream, comm, args, send, recv, segmentBytes, blockBytes);
   }
 };
 

@@ -1,7 +1,9 @@
 #include "native/algorithms/exchange.h"
+#include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/lane_kernel.cuh"
 #include "native/algorithms/packet_kernel.cuh"
 #include "native/common/logging.h"
+#include "native/device/dependent_launch.cuh"
 
 namespace mscclpp_nccl {
 namespace {
@@ -14,6 +16,7 @@ namespace {
 template <typename T, typename Op, bool kReduce>
 __global__ void __launch_bounds__(kLaneThreads)
     exchangeChunkedKernel(LaneComm comm, ExchangeArgs args, size_t chunkBytes, int rounds) {
+  enterKernel();
   __shared__ LaneSlots slots;
   LaneBlock lane(comm, slots);
   const int me = comm.rank;
@@ -69,9 +72,8 @@ struct ExchangeChunkedLauncher {
   template <typename T, typename Op>
   cudaError_t run() {
     int rounds = static_cast<int>(divCeil(args.rangeBytes, shape.chunkBytes * shape.blocks));
-    exchangeChunkedKernel<T, Op, kReduce>
-        <<<shape.blocks, shape.threads, 0, stream>>>(comm, args, shape.chunkBytes, rounds);
-    return cudaGetLastError();
+    return launchKernel(exchangeChunkedKernel<T, Op, kReduce>, shape.blocks, shape.threads, shape.earlyLaunch,
+                        stream, comm, args, shape.chunkBytes, rounds);
   }
 };
 

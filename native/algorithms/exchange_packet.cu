@@ -1,7 +1,9 @@
 #include "native/algorithms/exchange.h"
+#include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/packet_kernel.cuh"
 #include "native/algorithms/reduce_dispatch.cuh"
 #include "native/common/logging.h"
+#include "native/device/dependent_launch.cuh"
 
 namespace mscclpp_nccl {
 namespace {
@@ -14,6 +16,7 @@ namespace {
 template <typename T, typename Op, bool kReduce>
 __global__ void __launch_bounds__(kPacketThreads)
     exchangeKernel(PacketComm comm, ExchangeArgs args, size_t chunkWords, int rounds) {
+  enterKernel();
   const int me = comm.rank;
   const size_t words = divCeil(args.rangeBytes, kPacketPayloadBytes);
   const auto scalar =
@@ -118,9 +121,8 @@ struct ExchangeLauncher {
     size_t words = divCeil(args.rangeBytes, kPacketPayloadBytes);
     const size_t chunkWords = shape.chunkBytes / kPacketPayloadBytes;
     int rounds = static_cast<int>(divCeil(words, chunkWords * shape.blocks));
-    exchangeKernel<T, Op, kReduce>
-        <<<shape.blocks, shape.threads, 0, stream>>>(comm, args, chunkWords, rounds);
-    return cudaGetLastError();
+    return launchKernel(exchangeKernel<T, Op, kReduce>, shape.blocks, shape.threads, shape.earlyLaunch,
+                        stream, comm, args, chunkWords, rounds);
   }
 };
 

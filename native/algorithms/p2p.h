@@ -67,8 +67,10 @@ Status cutIntoLanes(const std::vector<P2pOp>& ops, int self, int (*lanesFor)(siz
                     size_t param, P2pLanes* out, size_t* elementBytes);
 
 // Runs `ops` (this rank's part of one group; no two for the same peer and direction) as one kernel,
-// plus local copies for transfers to self. `maxBlocks` caps the grid (co-residency).
-Status launchP2p(const P2pComm& comm, const std::vector<P2pOp>& ops, int maxBlocks, cudaStream_t stream);
+// plus local copies for transfers to self. `maxBlocks` caps the grid (co-residency); a grid of at most
+// `earlyLaunchBlocks` launches early (kernel_launch.h).
+Status launchP2p(const P2pComm& comm, const std::vector<P2pOp>& ops, int maxBlocks, int earlyLaunchBlocks,
+                 cudaStream_t stream);
 
 // Point-to-point lanes: a lane scratch of their own (transfers need not line up with collectives'
 // kernels), kMaxP2pLaneBlocks lanes per ordered pair of ranks, chunks of kP2pLaneSlotBytes.
@@ -77,6 +79,6 @@ constexpr size_t kP2pLaneSlotBytes = 64 * 1024;
 // The same transfers over lanes (plain chunks and semaphores): for large ones. Each transfer is cut
 // into lanes by its size alone, so both ends agree whatever else their groups hold. No transfers to self.
 Status launchP2pChunked(const LaneComm& lanes, const std::vector<P2pOp>& ops, int maxBlocks,
-                        cudaStream_t stream);
+                        int earlyLaunchBlocks, cudaStream_t stream);
 
 }  // namespace mscclpp_nccl

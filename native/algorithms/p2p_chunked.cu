@@ -1,9 +1,11 @@
 #include <algorithm>
 
+#include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/lane_kernel.cuh"
 #include "native/algorithms/p2p.h"
 #include "native/algorithms/packet_kernel.cuh"
 #include "native/common/logging.h"
+#include "native/device/dependent_launch.cuh"
 
 namespace mscclpp_nccl {
 namespace {
@@ -13,6 +15,7 @@ namespace {
 // per lane), which it does in the receive part of its step s - 2, so no wait can close a cycle.
 template <typename T>
 __global__ void __launch_bounds__(kLaneThreads) p2pChunkedKernel(LaneComm comm, P2pLanes lanes) {
+  enterKernel();
   __shared__ LaneSlots slots;
   const size_t chunkBytes = comm.slotBytes;
   int steps = 0;
@@ -55,19 +58,19 @@ struct P2pChunkedLauncher {
   const LaneComm& comm;
   const P2pLanes& lanes;
   int blocks;
+  bool early;
   cudaStream_t stream;
 
   template <typename T, typename Op>
   cudaError_t run() {
-    p2pChunkedKernel<T><<<blocks, kLaneThreads, 0, stream>>>(comm, lanes);
-    return cudaGetLastError();
+    return launchKernel(p2pChunkedKernel<T>, blocks, kLaneThreads, early, stream, comm, lanes);
   }
 };
 
 }  // namespace
 
 Status launchP2pChunked(const LaneComm& comm, const std::vector<P2pOp>& ops, int maxBlocks,
-                        cudaStream_t stream) {
+                        int earlyLaunchBlocks, cudaStream_t stream) {
   if (comm.slotBytes != kP2pLaneSlotBytes || comm.blocks < kMaxP2pLaneBlocks)
     return fail(Status::kInternalError, "send/recv (chunked): lanes not set up for point-to-point");
   for (const P2pOp& op : ops)
@@ -77,7 +80,8 @@ Status launchP2pChunked(const LaneComm& comm, const std::vector<P2pOp>& ops, int
   size_t elementBytes = 8;
   MSCCLPP_TRY(cutIntoLanes(ops, comm.rank, lanesFor, comm.slotBytes, &lanes, &elementBytes));
   if (lanes.count == 0) return Status::kSuccess;
-  P2pChunkedLauncher launcher{comm, lanes, std::min(lanes.count, maxBlocks), stream};
+  const int blocks = std::min(lanes.count, maxBlocks);
+  P2pChunkedLauncher launcher{comm, lanes, blocks, blocks <= earlyLaunchBlocks, stream};
   cudaError_t err = dispatchCopy(elementBytes, launcher);
   if (err != cudaSuccess)
     return fail(Status::kCudaError, "send/recv (chunked) launch failed: %s", cudaGetErrorString(err));

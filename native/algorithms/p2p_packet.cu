@@ -1,9 +1,11 @@
 #include <algorithm>
 
+#include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/p2p.h"
 #include "native/algorithms/packet_kernel.cuh"
 #include "native/algorithms/reduce_dispatch.cuh"
 #include "native/common/logging.h"
+#include "native/device/dependent_launch.cuh"
 
 namespace mscclpp_nccl {
 namespace {
@@ -17,6 +19,7 @@ __device__ __forceinline__ LLPacket* ackSlot(void* acks, int nranks, uint32_t fl
 // the receive part of its step s-2, so no wait can close a cycle.
 template <typename T>
 __global__ void __launch_bounds__(kPacketThreads) p2pKernel(P2pComm comm, P2pLanes lanes) {
+  enterKernel();
   const PacketComm& pc = comm.packets;
   const int me = pc.rank;
   BoundedWait wait(pc.wait);
@@ -100,18 +103,19 @@ struct P2pLauncher {
   const P2pComm& comm;
   const P2pLanes& lanes;
   int blocks;
+  bool early;
   cudaStream_t stream;
 
   template <typename T, typename Op>
   cudaError_t run() {
-    p2pKernel<T><<<blocks, kPacketThreads, 0, stream>>>(comm, lanes);
-    return cudaGetLastError();
+    return launchKernel(p2pKernel<T>, blocks, kPacketThreads, early, stream, comm, lanes);
   }
 };
 
 }  // namespace
 
-Status launchP2p(const P2pComm& comm, const std::vector<P2pOp>& ops, int maxBlocks, cudaStream_t stream) {
+Status launchP2p(const P2pComm& comm, const std::vector<P2pOp>& ops, int maxBlocks, int earlyLaunchBlocks,
+                 cudaStream_t stream) {
   const int me = comm.packets.rank;
   P2pLanes lanes{};
   size_t elementBytes = 8;
@@ -133,7 +137,8 @@ Status launchP2p(const P2pComm& comm, const std::vector<P2pOp>& ops, int maxBloc
     }
   }
   if (lanes.count == 0) return Status::kSuccess;
-  P2pLauncher launcher{comm, lanes, std::min(lanes.count, maxBlocks), stream};
+  const int blocks = std::min(lanes.count, maxBlocks);
+  P2pLauncher launcher{comm, lanes, blocks, blocks <= earlyLaunchBlocks, stream};
   cudaError_t err = dispatchCopy(elementBytes, launcher);
   if (err != cudaSuccess)
     return fail(Status::kCudaError, "send/recv launch failed: %s", cudaGetErrorString(err));

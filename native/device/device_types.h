@@ -13,6 +13,11 @@ struct WaitControl {
   int rank;
 };
 
+// Early launch (native/device/dependent_launch.cuh): a kernel of at most this many blocks lets its
+// successor start early, and a successor of at most this many blocks is launched early. The two stay
+// within a rank's share of co-resident blocks wherever that share is at least twice this.
+constexpr int kEarlyLaunchMaxBlocks = 8;
+
 enum KernelError : int { kKernelOk = 0, kKernelAborted = 1, kKernelTimedOut = 2 };
 
 // The per-communicator step counter (see step_sequence.cuh).

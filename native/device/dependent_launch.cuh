@@ -1,0 +1,23 @@
+// Programmatic dependent launch (sm_90 and later). Back-to-back collectives on one stream otherwise pay
+// the GPU's kernel launch in full between them; with it, the next kernel is scheduled while this one
+// still waits for its peers and parks in enterKernel() until this one has finished.
+//
+// Every kernel calls enterKernel() before it touches memory. Its wait returns only when the previous
+// kernel of the stream has completed and its writes are visible, so early launch never lets a kernel
+// read stale data (a previous kernel that does not opt in simply makes the wait return at once, after
+// ordinary stream order). Small grids then let the next kernel start early; large ones do not, so that
+// a parked kernel never holds SMs that a waiting peer's blocks need (kEarlyLaunchMaxBlocks).
+#pragma once
+
+#include "native/device/device_types.h"
+
+namespace mscclpp_nccl {
+
+__device__ __forceinline__ void enterKernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (gridDim.x <= kEarlyLaunchMaxBlocks) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+}  // namespace mscclpp_nccl

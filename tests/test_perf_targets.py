@@ -1,0 +1,59 @@
+"""perf/targets.py: the speed-up arithmetic behind issue 4's geometric-mean target (CPU only)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SIZES = [8 << (2 * k) for k in range(12)]  # 8 B .. 32 MB by 4, as perf/timer_set.sh times them
+
+
+def load_targets():
+    spec = importlib.util.spec_from_file_location("targets", REPO / "perf" / "targets.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_run(path: Path, times: dict[int, float]) -> None:
+    lines = [
+        "[0] # nccl_timer: header",
+        *(f"[0] {s:12d} {us:12.2f} {us / 2:12.2f} 4.00" for s, us in times.items()),
+    ]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_half_of_stock_everywhere_is_two(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    targets = load_targets()
+    for collective, (small_max, (low, _high), points) in targets.STOCK.items():
+        # Small sizes at half the range's low end; 16 MB must come out by interpolation from 8 and 32 MB.
+        times = {s: low / 2 for s in SIZES if s <= small_max}
+        for size, stock in points.items():
+            times[size] = stock / 2
+        if 16 << 20 in points:
+            times[8 << 20], times[32 << 20] = points[16 << 20] / 4, points[16 << 20]
+            del times[16 << 20]
+        write_run(tmp_path / f"{collective}_4.txt", dict(sorted(times.items())))
+    targets.main(str(tmp_path))
+    out = capsys.readouterr().out
+    assert "all: 2.00 / " in out, out
+    # Against the high end the 8 small all-reduce sizes gain 20.1 / 6.7 = 3x, the 4 large ones 2x.
+    high = math.exp((8 * math.log(3.0) + 4 * math.log(2.0)) / 12)
+    assert f"all_reduce: 2.00 / {high:.2f}x over 12 points" in out, out
+
+
+def test_speedups_against_each_end() -> None:
+    targets = load_targets()
+    times = {8: 10.0, 512 << 10: 27.3, 2 << 20: 53.3, 8 << 20: 64.0, 32 << 20: 339.8}
+    assert dict(targets.speedups("all_reduce", times, 0)) == pytest.approx(
+        {8: 1.34, 512 << 10: 1.0, 2 << 20: 1.0, 8 << 20: 2.0, 32 << 20: 1.0}
+    )
+    assert dict(targets.speedups("all_reduce", times, 1))[8] == pytest.approx(2.01)
+    # A stock point beyond our largest size cannot be interpolated: an error, not a made-up number.
+    with pytest.raises(ValueError):
+        targets.speedups("all_reduce", {8: 10.0, 512 << 10: 27.3, 2 << 20: 53.3, 8 << 20: 64.0}, 0)
+    assert math.isclose(targets.geomean([1.0, 4.0]), 2.0)
