@@ -270,20 +270,35 @@ Status runExchange(const Transports& transports, const AlgorithmSelector& select
   return launchExchange(transports.packets, args, choice.shape, stream);
 }
 
+// A kernel's lanes travel as one parameter of at most kMaxP2pLanes, so a pass runs as kernels of the
+// transfers with peers at distances 1-8, 9-16, ... (a send to rank + d, a receive from rank - d). Both
+// ends see a transfer at the same distance, so each kernel's transfers pair up across the ranks, and
+// every rank runs the kernels in the same order: none waits on a kernel that is not running.
+constexpr int kP2pDistancesPerKernel = kMaxP2pLanes / (2 * kMaxP2pLaneBlocks);
+static_assert(kP2pDistancesPerKernel >= 1, "a kernel must hold a send and a receive of full lanes");
+
 Status runSendRecv(const Transports& transports, const AlgorithmSelector& selector,
                    const std::vector<P2pOp>& ops, cudaStream_t stream) {
-  std::vector<P2pOp> packets, chunks;
+  const int rank = transports.p2p.packets.rank, nranks = transports.p2p.packets.nranks;
+  const int kernels = nranks > 1 ? (nranks - 2) / kP2pDistancesPerKernel + 1 : 1;
+  std::vector<std::vector<P2pOp>> packets(kernels), chunks(kernels);
   for (const P2pOp& op : ops) {
+    const int distance = ((op.isSend ? op.peer - rank : rank - op.peer) + nranks) % nranks;
+    const int kernel = distance == 0 ? 0 : (distance - 1) / kP2pDistancesPerKernel;
     const Choice choice = selector.choose(Collective::kSendRecv, op.elementBytes, op.bytes);
-    const bool chunked = choice.algorithm->id == AlgorithmId::kP2pChunked &&
-                         op.peer != transports.p2pLanes.rank && transports.p2pLanes.localScratch != nullptr;
+    const bool chunked = choice.algorithm->id == AlgorithmId::kP2pChunked && op.peer != rank &&
+                         transports.p2pLanes.localScratch != nullptr;
     MSCCLPP_INFO(kTuning, "sendrecv %zu bytes %s peer %d: %s (%s)", op.bytes, op.isSend ? "to" : "from",
                  op.peer, chunked ? "p2p_chunked" : "p2p_packet", choice.source);
-    (chunked ? chunks : packets).push_back(op);
+    (chunked ? chunks : packets)[kernel].push_back(op);
   }
-  MSCCLPP_TRY(launchP2p(transports.p2p, packets, selector.maxBlocks(), selector.earlyLaunchBlocks(), stream));
-  return launchP2pChunked(transports.p2pLanes, chunks, selector.laneBlocks(), selector.earlyLaunchBlocks(),
-                          stream);
+  for (int k = 0; k < kernels; ++k) {
+    MSCCLPP_TRY(
+        launchP2p(transports.p2p, packets[k], selector.maxBlocks(), selector.earlyLaunchBlocks(), stream));
+    MSCCLPP_TRY(launchP2pChunked(transports.p2pLanes, chunks[k], selector.laneBlocks(),
+                                 selector.earlyLaunchBlocks(), stream));
+  }
+  return Status::kSuccess;
 }
 
 }  // namespace mscclpp_nccl

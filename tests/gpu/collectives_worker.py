@@ -233,6 +233,18 @@ def scenario_p2p(r: Rank) -> None:
         for p in range(n):
             expected = pattern(int(counts[p][me]), p * n + me)
             assert np.array_equal(recvs[p].get(), expected), f"alltoallv from {p}"
+    # Every peer at once with 512 KB (packets) and 2 MB (lanes): at 10 ranks more lanes than one kernel holds.
+    for count in (128 << 10, (512 << 10) + 5):
+        sends = [cp.asarray(pattern(count, me * n + p).astype(np.float32)) for p in range(n)]
+        recvs = [cp.zeros(count, dtype=cp.float32) for _ in range(n)]
+        r.nccl.check(lib.ncclGroupStart())
+        for p in range(n):
+            r.nccl.check(lib.ncclSend(ptr(sends[p]), count, 7, p, c, s), c)
+            r.nccl.check(lib.ncclRecv(ptr(recvs[p]), count, 7, p, c, s), c)
+        r.nccl.check(lib.ncclGroupEnd())
+        r.stream.synchronize()
+        for p in range(n):
+            assert np.array_equal(recvs[p].get(), pattern(count, p * n + me)), f"all-to-all {count} from {p}"
     # Two transfers with the same peer in one group, in both directions: matched in call order.
     peer = (me + 1) % n if me % 2 == 0 else (me - 1) % n
     if n % 2 == 0:
@@ -246,7 +258,7 @@ def scenario_p2p(r: Rank) -> None:
         r.stream.synchronize()
         assert np.array_equal(ra.get(), pattern(777, peer * 10)), "first transfer with one peer"
         assert np.array_equal(rb.get(), pattern(777, peer * 10 + 1)), "second transfer with one peer"
-    print("PASS p2p: ring up to 16 MiB, alltoallv with zero and self counts, repeated peers in a group")
+    print("PASS p2p: ring up to 16 MiB, alltoallv with zero and self counts, all-to-all, repeated peers")
 
 
 def scenario_groups(r: Rank) -> None:
