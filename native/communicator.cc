@@ -113,7 +113,7 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
     MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_, zeroCopyFlagBytes(nranks_), &syncScratch_));
   if (nranks_ <= kMaxLaneRanks)
     MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_,
-                                   laneScratchBytes(kMaxP2pLaneBlocks, nranks_, kP2pLaneSlotBytes),
+                                   laneScratchBytes(kMaxP2pChunkLanes, nranks_, kP2pLaneSlotBytes),
                                    &p2pLaneScratch_));
 
   // Device counters, one allocation carved in order: the collective step and blocks done, p2p packet
@@ -124,7 +124,7 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
   const size_t p2pSendAt = carve(p2pStepWords), p2pRecvAt = carve(p2pStepWords);
   const size_t lanesAt = carve(laneCounterWords(laneBlocks, nranks_));
   const size_t callsAt = carve(kMaxZeroCopyBlocks);
-  const size_t p2pLanesAt = carve(laneCounterWords(kMaxP2pLaneBlocks, nranks_));
+  const size_t p2pLanesAt = carve(laneCounterWords(kMaxP2pChunkLanes, nranks_));
   MSCCLPP_CUDA_TRY(cudaMalloc(&deviceCounters_, counterWords * sizeof(uint64_t)));
   MSCCLPP_CUDA_TRY(cudaMemset(deviceCounters_, 0, counterWords * sizeof(uint64_t)));
 
@@ -157,7 +157,7 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
 
   transports_.lanes =
       laneComm(laneBlocks, laneSlotBytes, laneScratch_.get(), deviceCounters_ + lanesAt, packets.wait);
-  transports_.p2pLanes = laneComm(kMaxP2pLaneBlocks, kP2pLaneSlotBytes, p2pLaneScratch_.get(),
+  transports_.p2pLanes = laneComm(kMaxP2pChunkLanes, kP2pLaneSlotBytes, p2pLaneScratch_.get(),
                                   deviceCounters_ + p2pLanesAt, packets.wait);
 
   ZeroCopyComm& direct = transports_.direct;

@@ -51,7 +51,7 @@ def test_p2p_chunked_forced(nranks: int) -> None:
 
 
 # More peers than one kernel's lanes hold: at 10 ranks an all-to-all group of large transfers has 18 of
-# 8 lanes each (144 > kMaxP2pLanes), so a group runs as one kernel per 8 peer distances.
+# 8 lanes each (144 > kMaxP2pLanes), so a group runs as several kernels, by peer distance.
 @pytest.mark.gpu
 def test_p2p_many_peers() -> None:
     assert_all_passed(run_ranks(10, WORKER, "p2p"), ["p2p"], 10)

@@ -271,10 +271,10 @@ Status runExchange(const Transports& transports, const AlgorithmSelector& select
 }
 
 // A kernel's lanes travel as one parameter of at most kMaxP2pLanes, so a pass runs as kernels of the
-// transfers with peers at distances 1-8, 9-16, ... (a send to rank + d, a receive from rank - d). Both
+// transfers with peers at distances 1-4, 5-8, ... (a send to rank + d, a receive from rank - d). Both
 // ends see a transfer at the same distance, so each kernel's transfers pair up across the ranks, and
 // every rank runs the kernels in the same order: none waits on a kernel that is not running.
-constexpr int kP2pDistancesPerKernel = kMaxP2pLanes / (2 * kMaxP2pLaneBlocks);
+constexpr int kP2pDistancesPerKernel = kMaxP2pLanes / (2 * std::max(kMaxP2pLaneBlocks, kMaxP2pChunkLanes));
 static_assert(kP2pDistancesPerKernel >= 1, "a kernel must hold a send and a receive of full lanes");
 
 Status runSendRecv(const Transports& transports, const AlgorithmSelector& selector,

@@ -37,10 +37,12 @@ struct P2pComm {
 };
 
 // Lanes of one group's kernel (they travel as a kernel parameter, kept under 4 KiB), and the most one
-// transfer is cut into: 8 lets a large transfer use as many blocks as a ring step of a collective, and
-// every peer of an 8-rank group can still send and receive at once (14 x 8 lanes).
+// transfer is cut into: 8 packet lanes (a block each, as many as a ring step of a collective), 16
+// chunk lanes (one block's stores to another GPU over NVLink go at about 12 GB/s). A group whose
+// transfers need more lanes than one kernel holds runs as several kernels (runSendRecv).
 constexpr int kMaxP2pLanes = 128;
 constexpr int kMaxP2pLaneBlocks = 8;
+constexpr int kMaxP2pChunkLanes = 16;
 
 // Bytes of the ack area a rank needs.
 inline size_t p2pAckBytes(int nranks) { return 2ull * kMaxPacketBlocks * nranks * kPacketBytes; }
@@ -73,7 +75,7 @@ Status launchP2p(const P2pComm& comm, const std::vector<P2pOp>& ops, int maxBloc
                  cudaStream_t stream);
 
 // Point-to-point lanes: a lane scratch of their own (transfers need not line up with collectives'
-// kernels), kMaxP2pLaneBlocks lanes per ordered pair of ranks, chunks of kP2pLaneSlotBytes.
+// kernels), kMaxP2pChunkLanes lanes per ordered pair of ranks, chunks of kP2pLaneSlotBytes.
 constexpr size_t kP2pLaneSlotBytes = 64 * 1024;
 
 // The same transfers over lanes (plain chunks and semaphores): for large ones. Each transfer is cut

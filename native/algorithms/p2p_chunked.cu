@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(kLaneThreads) p2pChunkedKernel(LaneComm comm, 
 
 // Lanes per transfer depend on its size only (two chunks per lane at least), like the packet path's.
 int lanesFor(size_t bytes, size_t chunkBytes) {
-  return static_cast<int>(std::clamp<size_t>(divCeil(bytes, 2 * chunkBytes), 1, kMaxP2pLaneBlocks));
+  return static_cast<int>(std::clamp<size_t>(divCeil(bytes, 2 * chunkBytes), 1, kMaxP2pChunkLanes));
 }
 
 struct P2pChunkedLauncher {
@@ -71,7 +71,7 @@ struct P2pChunkedLauncher {
 
 Status launchP2pChunked(const LaneComm& comm, const std::vector<P2pOp>& ops, int maxBlocks,
                         int earlyLaunchBlocks, cudaStream_t stream) {
-  if (comm.slotBytes != kP2pLaneSlotBytes || comm.blocks < kMaxP2pLaneBlocks)
+  if (comm.slotBytes != kP2pLaneSlotBytes || comm.blocks < kMaxP2pChunkLanes)
     return fail(Status::kInternalError, "send/recv (chunked): lanes not set up for point-to-point");
   for (const P2pOp& op : ops)
     if (op.bytes > 0 && op.peer == comm.rank)
