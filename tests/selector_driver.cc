@@ -6,19 +6,33 @@
 //     the environment), then answers choices read from stdin, one per line: "collective elementBytes
 //     bytes [registered]" (registered: 1 when the buffers lie in mapped windows), with "algorithm blocks
 //     threads chunkBytes source early" (early: 1 when the kernel launches early, as on sm_90).
+//     "sendrecv-plan RANK BYTES" plans rank RANK's group of a send of BYTES to every other rank and a
+//     receive from each, as runSendRecv launches it: one line per non-empty kernel, "packet|chunked K"
+//     (K counts the kernels launched) and its transfers as "s|r PEER" words.
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "native/algorithms/algorithm_selector.h"
 
 namespace mscclpp_nccl {
 
 // The kernels are not linked here; runAllReduce/runExchange refer to them, and must never reach these.
+// The send/recv launchers record the transfers of each kernel instead, for sendrecv-plan queries.
 namespace {
 Status notLinked() { return Status::kInternalError; }
+int launchedKernels = 0;
+Status recordKernel(const char* path, const std::vector<P2pOp>& ops) {
+  const int kernel = launchedKernels++;
+  if (ops.empty()) return Status::kSuccess;
+  printf("%s %d", path, kernel);
+  for (const P2pOp& op : ops) printf(" %s %d", op.isSend ? "s" : "r", op.peer);
+  printf("\n");
+  return Status::kSuccess;
+}
 }  // namespace
 Status launchAllReduceOneShotPacket(const PacketComm&, const AllReduceArgs&, LaunchShape, cudaStream_t) {
   return notLinked();
@@ -33,9 +47,11 @@ Status launchAllReduceZeroCopy(const ZeroCopyComm&, const AllReduceArgs&, const 
                                const PeerBuffers&, LaunchShape, cudaStream_t) {
   return notLinked();
 }
-Status launchP2p(const P2pComm&, const std::vector<P2pOp>&, int, int, cudaStream_t) { return notLinked(); }
-Status launchP2pChunked(const LaneComm&, const std::vector<P2pOp>&, int, int, cudaStream_t) {
-  return notLinked();
+Status launchP2p(const P2pComm&, const std::vector<P2pOp>& ops, int, int, cudaStream_t) {
+  return recordKernel("packet", ops);
+}
+Status launchP2pChunked(const LaneComm&, const std::vector<P2pOp>& ops, int, int, cudaStream_t) {
+  return recordKernel("chunked", ops);
 }
 Status launchExchange(const PacketComm&, const ExchangeArgs&, LaunchShape, cudaStream_t) {
   return notLinked();
@@ -57,9 +73,31 @@ int main(int argc, char** argv) {
   selector.setLaneSlotBytes(strtoull(argv[5], nullptr, 10));
   selector.setSlotPackets(strtoull(argv[6], nullptr, 10));
   selector.setEarlyLaunch(true);
+  const int nranks = atoi(argv[2]);
   for (std::string line; std::getline(std::cin, line);) {
     std::istringstream words(line);
     std::string name;
+    if (line.rfind("sendrecv-plan ", 0) == 0) {
+      int rank = -1;
+      size_t bytes = 0;
+      words >> name >> rank >> bytes;
+      mscclpp_nccl::Transports transports{};
+      static char scratch;  // lanes exist: chunked transfers are possible
+      transports.p2p.packets.rank = transports.p2pLanes.rank = rank;
+      transports.p2p.packets.nranks = transports.p2pLanes.nranks = nranks;
+      transports.p2pLanes.localScratch = &scratch;
+      std::vector<mscclpp_nccl::P2pOp> ops;
+      for (int peer = 0; peer < nranks; ++peer) {
+        if (peer == rank) continue;
+        ops.push_back({true, peer, nullptr, bytes, 2});
+        ops.push_back({false, peer, nullptr, bytes, 2});
+      }
+      mscclpp_nccl::launchedKernels = 0;
+      if (mscclpp_nccl::runSendRecv(transports, selector, ops, nullptr) != mscclpp_nccl::Status::kSuccess)
+        printf("PLAN FAILED\n");
+      printf("end\n");
+      continue;
+    }
     size_t elementBytes = 0, bytes = 0;
     mscclpp_nccl::Collective collective;
     if (!(words >> name >> elementBytes >> bytes) || !mscclpp_nccl::collectiveFromName(name, &collective)) {

@@ -37,6 +37,7 @@ ZERO_COPY = "allreduce_zero_copy"
 MAX_ZERO_COPY_BLOCKS = 64  # kMaxZeroCopyBlocks
 ZERO_COPY_THREADS = 512  # kZeroCopyThreads
 ZERO_COPY_MIN_BYTES = 1 << 20  # kZeroCopyMinBytes
+P2P_PACKET_MAX_BYTES = 1 << 20  # kP2pPacketMaxBytes: larger transfers go over lanes
 EARLY_LAUNCH_MAX_BLOCKS = 8  # kEarlyLaunchMaxBlocks
 
 
@@ -256,3 +257,50 @@ def test_zero_copy_default_shape(driver: Path) -> None:
         (ZERO_COPY, grid, ZERO_COPY_THREADS),
         (ZERO_COPY, 8, ZERO_COPY_THREADS),
     ]
+
+
+def send_recv_plan(driver: Path, comm: Comm, size: int) -> dict[int, dict[tuple[str, int], tuple[str, int]]]:
+    """rank -> {(direction, peer): (path, kernel)} for a group sending `size` bytes to every peer and
+    receiving as much from each, as runSendRecv launches it."""
+    queries = "".join(f"sendrecv-plan {rank} {size}\n" for rank in range(comm.nranks))
+    proc = subprocess.run(
+        [str(driver), *comm.args()], input=queries, capture_output=True, text=True, env=driver_env()
+    )
+    assert proc.returncode == 0 and "runtime error" not in proc.stderr, proc.stderr
+    plans: dict[int, dict[tuple[str, int], tuple[str, int]]] = {}
+    rank = 0
+    for line in proc.stdout.splitlines():
+        if line == "end":
+            rank += 1
+            continue
+        assert line != "PLAN FAILED", proc.stdout
+        path, kernel, *words = line.split()
+        for direction, peer in zip(words[::2], map(int, words[1::2]), strict=True):
+            assert (direction, peer) not in plans.setdefault(rank, {}), line
+            plans[rank][(direction, peer)] = (path, int(kernel))
+    assert rank == comm.nranks, proc.stdout
+    return plans
+
+
+P2P_CHUNK_LANES = 16  # kMaxP2pChunkLanes (packet transfers take at most 8)
+P2P_KERNEL_LANES = 128  # kMaxP2pLanes
+
+
+@pytest.mark.parametrize("nranks", [2, 9, 10, 33])
+@pytest.mark.parametrize("size", [4096, 8 << 20])
+def test_send_recv_kernels_pair_up(driver: Path, nranks: int, size: int) -> None:
+    """Every send runs in the kernel (by launch order) that holds its receive on the peer, whatever
+    the number of ranks, and no kernel holds more transfers than its lanes allow."""
+    comm = Comm(nranks, nranks, max(1, 132 // nranks), 131072, 1024)
+    plans = send_recv_plan(driver, comm, size)
+    path = "chunked" if size > P2P_PACKET_MAX_BYTES else "packet"
+    for rank, plan in plans.items():
+        assert len(plan) == 2 * (nranks - 1), plan
+        for (direction, peer), where in plan.items():
+            assert where[0] == path, where
+            if direction == "s":
+                assert plans[peer][("r", rank)] == where, (rank, peer)
+        per_kernel: dict[tuple[str, int], int] = {}
+        for where in plan.values():
+            per_kernel[where] = per_kernel.get(where, 0) + 1
+        assert max(per_kernel.values()) * P2P_CHUNK_LANES <= P2P_KERNEL_LANES, per_kernel
