@@ -9,8 +9,8 @@
 
 namespace mscclpp_nccl {
 
-// False once a launch with the early-launch attribute failed: a driver or an MPS server that does not
-// support it then gets plain launches from every communicator of the process.
+// False once a launch failed with the early-launch attribute and succeeded without it: a driver or an
+// MPS server that does not support it then gets plain launches from every communicator of the process.
 inline std::atomic<bool>& earlyLaunchWorks() {
   static std::atomic<bool> works{true};
   return works;
@@ -27,16 +27,17 @@ cudaError_t launchKernel(void (*kernel)(Params...), int blocks, int threads, boo
   cudaLaunchAttribute attribute = {};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
-  if (early && earlyLaunchWorks().load(std::memory_order_relaxed)) {
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-    if (cudaLaunchKernelEx(&config, kernel, args...) == cudaSuccess) return cudaSuccess;
-    cudaGetLastError();  // not sticky: clear it and fall back to a plain launch for good
-    earlyLaunchWorks().store(false, std::memory_order_relaxed);
-    config.attrs = nullptr;
-    config.numAttrs = 0;
-  }
-  return cudaLaunchKernelEx(&config, kernel, args...);
+  if (!early || !earlyLaunchWorks().load(std::memory_order_relaxed))
+    return cudaLaunchKernelEx(&config, kernel, args...);
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  if (cudaLaunchKernelEx(&config, kernel, args...) == cudaSuccess) return cudaSuccess;
+  cudaGetLastError();  // a launch error is not sticky: clear it and try without the attribute
+  config.attrs = nullptr;
+  config.numAttrs = 0;
+  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, args...);
+  if (err == cudaSuccess) earlyLaunchWorks().store(false, std::memory_order_relaxed);  // only it failed
+  return err;
 }
 
 }  // namespace mscclpp_nccl
