@@ -6,7 +6,9 @@
 // kernel of the stream has completed and its writes are visible, so early launch never lets a kernel
 // read stale data (a previous kernel that does not opt in simply makes the wait return at once, after
 // ordinary stream order). Small grids then let the next kernel start early; large ones do not, so that
-// a parked kernel never holds SMs that a waiting peer's blocks need (kEarlyLaunchMaxBlocks).
+// a parked kernel never holds SMs that a waiting peer's blocks need (kEarlyLaunchMaxBlocks). A caller's
+// kernel that follows ours with the same launch attribute may start early too, and must then wait with
+// cudaGridDependencySynchronize() before it reads our output, as CUDA requires of any such kernel.
 #pragma once
 
 #include "native/device/device_types.h"
