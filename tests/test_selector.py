@@ -282,7 +282,7 @@ def send_recv_plan(driver: Path, comm: Comm, size: int) -> dict[int, dict[tuple[
     return plans
 
 
-P2P_CHUNK_LANES = 16  # kMaxP2pChunkLanes (packet transfers take at most 8)
+P2P_TRANSFER_LANES = {"packet": 8, "chunked": 16}  # kMaxP2pLaneBlocks, kMaxP2pChunkLanes
 P2P_KERNEL_LANES = 128  # kMaxP2pLanes
 
 
@@ -303,4 +303,7 @@ def test_send_recv_kernels_pair_up(driver: Path, nranks: int, size: int) -> None
         per_kernel: dict[tuple[str, int], int] = {}
         for where in plan.values():
             per_kernel[where] = per_kernel.get(where, 0) + 1
-        assert max(per_kernel.values()) * P2P_CHUNK_LANES <= P2P_KERNEL_LANES, per_kernel
+        assert max(per_kernel.values()) * P2P_TRANSFER_LANES[path] <= P2P_KERNEL_LANES, per_kernel
+        # No more kernels than the lanes demand: each holds a send and a receive per distance it covers.
+        distances_per_kernel = P2P_KERNEL_LANES // (2 * P2P_TRANSFER_LANES[path])
+        assert len(per_kernel) == -(-(nranks - 1) // distances_per_kernel), per_kernel

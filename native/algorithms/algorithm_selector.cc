@@ -270,34 +270,42 @@ Status runExchange(const Transports& transports, const AlgorithmSelector& select
   return launchExchange(transports.packets, args, choice.shape, stream);
 }
 
-// A kernel's lanes travel as one parameter of at most kMaxP2pLanes, so a pass runs as kernels of the
-// transfers with peers at distances 1-4, 5-8, ... (a send to rank + d, a receive from rank - d). Both
-// ends see a transfer at the same distance, so each kernel's transfers pair up across the ranks, and
-// every rank runs the kernels in the same order: none waits on a kernel that is not running.
-constexpr int kP2pDistancesPerKernel = kMaxP2pLanes / (2 * std::max(kMaxP2pLaneBlocks, kMaxP2pChunkLanes));
-static_assert(kP2pDistancesPerKernel >= 1, "a kernel must hold a send and a receive of full lanes");
+// A kernel's lanes travel as one parameter of at most kMaxP2pLanes, so each path runs a pass as kernels
+// of the transfers with peers in consecutive ranges of distance (a send to rank + d, a receive from
+// rank - d), as many distances per kernel as a send and a receive of full lanes allow. Both ends see a
+// transfer at the same distance and on the same path (chosen by its size), so each kernel's transfers
+// pair up across the ranks; every rank launches the packet kernels, then the chunked ones, in distance
+// order, so none waits on a kernel that is not running.
+constexpr int kPacketDistancesPerKernel = kMaxP2pLanes / (2 * kMaxP2pLaneBlocks);
+constexpr int kChunkDistancesPerKernel = kMaxP2pLanes / (2 * kMaxP2pChunkLanes);
+static_assert(kChunkDistancesPerKernel >= 1 && kPacketDistancesPerKernel >= 1,
+              "a kernel must hold a send and a receive of full lanes");
 
 Status runSendRecv(const Transports& transports, const AlgorithmSelector& selector,
                    const std::vector<P2pOp>& ops, cudaStream_t stream) {
   const int rank = transports.p2p.packets.rank, nranks = transports.p2p.packets.nranks;
-  const int kernels = nranks > 1 ? (nranks - 2) / kP2pDistancesPerKernel + 1 : 1;
-  std::vector<std::vector<P2pOp>> packets(kernels), chunks(kernels);
+  // Kernel k of a path holds the distances in (k * perKernel, (k + 1) * perKernel]; self, kernel 0.
+  auto kernelOf = [](int distance, int perKernel) { return distance == 0 ? 0 : (distance - 1) / perKernel; };
+  std::vector<std::vector<P2pOp>> packets(kernelOf(nranks - 1, kPacketDistancesPerKernel) + 1);
+  std::vector<std::vector<P2pOp>> chunks(kernelOf(nranks - 1, kChunkDistancesPerKernel) + 1);
   for (const P2pOp& op : ops) {
     const int distance = ((op.isSend ? op.peer - rank : rank - op.peer) + nranks) % nranks;
-    const int kernel = distance == 0 ? 0 : (distance - 1) / kP2pDistancesPerKernel;
     const Choice choice = selector.choose(Collective::kSendRecv, op.elementBytes, op.bytes);
     const bool chunked = choice.algorithm->id == AlgorithmId::kP2pChunked && op.peer != rank &&
                          transports.p2pLanes.localScratch != nullptr;
     MSCCLPP_INFO(kTuning, "sendrecv %zu bytes %s peer %d: %s (%s)", op.bytes, op.isSend ? "to" : "from",
                  op.peer, chunked ? "p2p_chunked" : "p2p_packet", choice.source);
-    (chunked ? chunks : packets)[kernel].push_back(op);
+    if (chunked)
+      chunks[kernelOf(distance, kChunkDistancesPerKernel)].push_back(op);
+    else
+      packets[kernelOf(distance, kPacketDistancesPerKernel)].push_back(op);
   }
-  for (int k = 0; k < kernels; ++k) {
+  for (const std::vector<P2pOp>& kernel : packets)
     MSCCLPP_TRY(
-        launchP2p(transports.p2p, packets[k], selector.maxBlocks(), selector.earlyLaunchBlocks(), stream));
-    MSCCLPP_TRY(launchP2pChunked(transports.p2pLanes, chunks[k], selector.laneBlocks(),
+        launchP2p(transports.p2p, kernel, selector.maxBlocks(), selector.earlyLaunchBlocks(), stream));
+  for (const std::vector<P2pOp>& kernel : chunks)
+    MSCCLPP_TRY(launchP2pChunked(transports.p2pLanes, kernel, selector.laneBlocks(),
                                  selector.earlyLaunchBlocks(), stream));
-  }
   return Status::kSuccess;
 }
 
