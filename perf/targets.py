@@ -14,6 +14,8 @@ import math
 import sys
 from pathlib import Path
 
+from timer_summary import read  # perf/, beside this script
+
 KB, MB = 1 << 10, 1 << 20
 # collective -> (largest size of the small-size range, (low, high) us of that range, {size: us})
 STOCK: dict[str, tuple[int, tuple[float, float], dict[int, float]]] = {
@@ -26,12 +28,7 @@ STOCK: dict[str, tuple[int, tuple[float, float], dict[int, float]]] = {
 
 
 def eager_times(path: Path) -> dict[int, float]:
-    times: dict[int, float] = {}
-    for line in path.read_text().splitlines():
-        fields = line.removeprefix("[0]").split()
-        if len(fields) >= 3 and fields[0].isdigit():
-            times[int(fields[0])] = float(fields[1])
-    return times
+    return {size: eager for size, (eager, _graph) in read(path).items()}
 
 
 def ours_at(times: dict[int, float], size: int) -> float:

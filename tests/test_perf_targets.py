@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,9 @@ SIZES = [8 << (2 * k) for k in range(12)]  # 8 B .. 32 MB by 4, as perf/timer_se
 
 
 def load_targets():
+    perf = str(REPO / "perf")  # targets.py reads runs with its neighbour timer_summary.py
+    if perf not in sys.path:
+        sys.path.insert(0, perf)
     spec = importlib.util.spec_from_file_location("targets", REPO / "perf" / "targets.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
