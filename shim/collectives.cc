@@ -50,8 +50,8 @@ ncclResult_t checkScaledCount(ncclComm* comm, ncclDataType_t type, size_t count,
 
 ncclResult_t runExchange(ncclComm* comm, mscclpp_nccl::Collective collective,
                          const mscclpp_nccl::ExchangeArgs& args, cudaStream_t stream, const char* function) {
-  return enqueue(comm, stream, function, [collective, args, stream](Communicator& impl) {
-    return impl.exchange(collective, args, stream);
+  return enqueue(comm, stream, function, [collective, args](Communicator& impl, cudaStream_t launch) {
+    return impl.exchange(collective, args, launch);
   });
 }
 
@@ -78,7 +78,7 @@ ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclD
   NCCL_TRY(resolveReduceOp(comm, op, datatype, function, &reduceOp));
   AllReduceArgs args{sendbuff, recvbuff, count, static_cast<DataType>(datatype), reduceOp};
   return enqueue(comm, stream, function,
-                 [args, stream](Communicator& impl) { return impl.allReduce(args, stream); });
+                 [args](Communicator& impl, cudaStream_t launch) { return impl.allReduce(args, launch); });
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Communicator queries, teardown, split and shrink, and error reporting.
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include "shim/comm_handle.h"
@@ -12,16 +13,25 @@ namespace {
 
 // Frees the native communicator; the handle stays as a tombstone (see comm_handle.h).
 void release(ncclComm* comm, bool abort) {
+  using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double, std::milli>(to - from).count();
+  };
+  const Clock::time_point start = Clock::now();
   if (abort) {
+    // Waiting kernels exit, and calls blocked in other threads (split, shrink, window registration)
+    // return, so that neither the exclusive lock nor the frees below wait long.
     std::shared_lock<std::shared_mutex> lock(comm->implMutex);
-    if (comm->impl) comm->impl->abort();  // waiting kernels exit, so the frees below cannot block
+    if (comm->impl) comm->impl->abort();
   }
+  const Clock::time_point raised = Clock::now();
   std::unique_ptr<Communicator> impl;
   {
     std::unique_lock<std::shared_mutex> lock(comm->implMutex);
     impl = std::move(comm->impl);
     comm->state = abort ? CommState::kAborted : CommState::kDestroyed;
   }
+  const Clock::time_point locked = Clock::now();
   if (comm->worker.joinable()) {
     // An initialisation still in the rendezvous may wait for ranks that never come: leave it to
     // finish (or time out) on its own; runJob drops what it built once it sees the new state.
@@ -32,6 +42,12 @@ void release(ncclComm* comm, bool abort) {
   }
   impl.reset();
   comm->state = CommState::kDestroyed;
+  if (abort)
+    MSCCLPP_INFO(kInit,
+                 "ncclCommAbort: rank %d: returned after %.1f ms: abort raised %.1f ms, other threads' "
+                 "calls left %.1f ms, teardown %.1f ms",
+                 comm->rank, ms(start, Clock::now()), ms(start, raised), ms(raised, locked),
+                 ms(locked, Clock::now()));
 }
 
 ncclResult_t newChildHandle(ncclComm_t parent, ncclConfig_t* config, ncclComm** out) {

@@ -54,16 +54,14 @@ void runJob(ncclComm* comm, const CommJob& job) {
 
 ncclResult_t startCommJob(ncclComm* comm, CommJob job) {
   if (groupDepth() > 0) {
-    deferToGroupEnd(
-        [comm, job = std::move(job)]() {
-          if (comm->blocking) {
-            runJob(comm, job);
-            return comm->initResult.load();
-          }
-          comm->worker = std::thread([comm, job]() { runJob(comm, job); });
-          return ncclInProgress;
-        },
-        /*concurrent=*/true);
+    deferToGroupEnd([comm, job = std::move(job)]() {
+      if (comm->blocking) {
+        runJob(comm, job);
+        return comm->initResult.load();
+      }
+      comm->worker = std::thread([comm, job]() { runJob(comm, job); });
+      return ncclInProgress;
+    });
     return ncclSuccess;
   }
   if (!comm->blocking) {

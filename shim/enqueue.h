@@ -18,22 +18,30 @@ ncclResult_t checkStream(ncclComm* comm, cudaStream_t stream, const char* functi
 // Checks a datatype and that `count` elements of it fit in size_t bytes.
 ncclResult_t checkTypeAndCount(ncclDataType_t type, size_t count, const char* function);
 
-// Runs `launch(Communicator&)` on the comm now, or at ncclGroupEnd inside a group. `launch` must
-// capture everything by value: it may run after the caller's arguments are gone.
+// Runs one call of `comm` in its call order: `body(Communicator&, cudaStream_t launch)` issues the
+// work on streams[0], after the comm's previous call (whatever its stream), with streams[1..count)
+// joined before and after it (NCCL's rule for a group that spans several streams).
+template <typename Body>
+ncclResult_t runInOrder(ncclComm* comm, const cudaStream_t* streams, size_t count, Body body) {
+  // The comm may be aborted or destroyed before queued work runs: `impl` is checked under the lock.
+  return toNccl(withImpl(comm, "comm was aborted or destroyed", [&](mscclpp_nccl::Communicator& impl) {
+    MSCCLPP_TRY(impl.asyncError());
+    DeviceGuard guard(comm->device);
+    MSCCLPP_TRY(impl.beginCall(streams, count));
+    const mscclpp_nccl::Status status = body(impl, streams[0]);
+    const mscclpp_nccl::Status ended = impl.endCall(streams, count);  // even after a failure: keeps the order
+    return mscclpp_nccl::ok(status) ? ended : status;
+  }));
+}
+
+// Runs `launch(Communicator&, cudaStream_t)` now, or at ncclGroupEnd inside a group (then on the
+// stream that the comm's group work is issued on). `launch` must capture everything by value.
 template <typename Launch>
 ncclResult_t enqueue(ncclComm* comm, cudaStream_t stream, const char* function, Launch launch) {
   NCCL_TRY(checkStream(comm, stream, function));
-  // The comm may be aborted or destroyed before queued work runs: `impl` is checked under the lock.
-  auto run = [comm, launch]() -> ncclResult_t {
-    return toNccl(withImpl(comm, "comm was aborted or destroyed", [&](mscclpp_nccl::Communicator& impl) {
-      MSCCLPP_TRY(impl.asyncError());
-      DeviceGuard guard(comm->device);
-      return launch(impl);
-    }));
-  };
   if (groupDepth() > 0) {
-    deferToGroupEnd(run, /*concurrent=*/false);
+    deferToGroupEnd(comm, stream, std::move(launch));
     return ncclSuccess;
   }
-  return run();
+  return runInOrder(comm, &stream, 1, launch);
 }

@@ -5,6 +5,8 @@
 #include <thread>
 #include <vector>
 
+#include "shim/enqueue.h"
+
 using mscclpp_nccl::fail;
 using mscclpp_nccl::Status;
 
@@ -12,22 +14,54 @@ namespace {
 
 struct PendingWork {
   std::function<ncclResult_t()> work;
-  bool concurrent;
-  const void* orderKey;  // concurrent items with the same non-null key run in order, on one thread
+  const void* orderKey;  // items with the same non-null key run in order, on one thread
+};
+
+struct StreamWork {
+  ncclComm* comm;
+  cudaStream_t stream;
+  StreamLaunch launch;  // null: names a stream only
 };
 
 thread_local int tlsGroupDepth = 0;
 thread_local uint64_t tlsGroupEpoch = 0;
 thread_local std::vector<PendingWork> tlsPending;
+thread_local std::vector<StreamWork> tlsStreamWork;
 
-// Runs the queued work: concurrent items on threads (one per key, running its items in order), then
-// the rest in order. Returns the first failure, else ncclInProgress if a non-blocking initialisation
-// is still running, else success.
+// Runs each communicator's queued work as one call of that communicator (first used, first run): its
+// launches in call order on the first stream it named, the other streams joined before and after.
+ncclResult_t runStreamWork(std::vector<StreamWork> work) {
+  ncclResult_t first = ncclSuccess;
+  std::vector<bool> done(work.size(), false);
+  for (size_t i = 0; i < work.size(); ++i) {
+    if (done[i]) continue;
+    ncclComm* comm = work[i].comm;
+    std::vector<cudaStream_t> streams;
+    std::vector<const StreamLaunch*> launches;
+    for (size_t j = i; j < work.size(); ++j) {
+      if (work[j].comm != comm) continue;
+      done[j] = true;
+      if (std::find(streams.begin(), streams.end(), work[j].stream) == streams.end())
+        streams.push_back(work[j].stream);
+      if (work[j].launch) launches.push_back(&work[j].launch);
+    }
+    ncclResult_t result = runInOrder(comm, streams.data(), streams.size(),
+                                     [&](mscclpp_nccl::Communicator& impl, cudaStream_t launch) {
+                                       for (const StreamLaunch* run : launches)
+                                         MSCCLPP_TRY((*run)(impl, launch));
+                                       return Status::kSuccess;
+                                     });
+    if (first == ncclSuccess) first = result;
+  }
+  return first;
+}
+
+// Runs the queued work on threads (one per key, running its items in order). Returns the first
+// failure, else ncclInProgress if a non-blocking initialisation is still running, else success.
 ncclResult_t runPending(std::vector<PendingWork> pending) {
   std::vector<ncclResult_t> results(pending.size(), ncclSuccess);
   std::vector<std::vector<size_t>> chains;
   for (size_t i = 0; i < pending.size(); ++i) {
-    if (!pending[i].concurrent) continue;
     auto same = [&](const std::vector<size_t>& chain) {
       return pending[i].orderKey != nullptr && pending[chain[0]].orderKey == pending[i].orderKey;
     };
@@ -43,8 +77,6 @@ ncclResult_t runPending(std::vector<PendingWork> pending) {
       for (size_t i : chain) results[i] = pending[i].work();
     });
   for (std::thread& t : threads) t.join();
-  for (size_t i = 0; i < pending.size(); ++i)
-    if (!pending[i].concurrent) results[i] = pending[i].work();
   ncclResult_t overall = ncclSuccess;
   for (ncclResult_t r : results) {
     if (r != ncclSuccess && r != ncclInProgress) return r;
@@ -59,8 +91,12 @@ int groupDepth() { return tlsGroupDepth; }
 
 uint64_t groupEpoch() { return tlsGroupEpoch; }
 
-void deferToGroupEnd(std::function<ncclResult_t()> work, bool concurrent, const void* orderKey) {
-  tlsPending.push_back(PendingWork{std::move(work), concurrent, orderKey});
+void deferToGroupEnd(std::function<ncclResult_t()> work, const void* orderKey) {
+  tlsPending.push_back(PendingWork{std::move(work), orderKey});
+}
+
+void deferToGroupEnd(ncclComm* comm, cudaStream_t stream, StreamLaunch launch) {
+  tlsStreamWork.push_back(StreamWork{comm, stream, std::move(launch)});
 }
 
 NCCL_API(ncclResult_t, ncclGroupStart, void) {
@@ -75,7 +111,12 @@ NCCL_API(ncclResult_t, ncclGroupEnd, void) {
   ++tlsGroupEpoch;
   std::vector<PendingWork> pending;
   pending.swap(tlsPending);
-  return runPending(std::move(pending));
+  std::vector<StreamWork> work;
+  work.swap(tlsStreamWork);
+  const ncclResult_t inits = runPending(std::move(pending));
+  if (inits != ncclSuccess && inits != ncclInProgress) return inits;
+  const ncclResult_t calls = runStreamWork(std::move(work));
+  return calls != ncclSuccess ? calls : inits;
 }
 
 NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
@@ -87,15 +128,12 @@ NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
   ++tlsGroupEpoch;
   // Queued collectives are dropped unrun; queued initialisations still happen, since their handles
   // were already returned. The estimate is one packet step's latency floor per collective.
-  std::vector<PendingWork> pending, inits;
-  pending.swap(tlsPending);
-  size_t collectives = 0;
-  for (PendingWork& item : pending) {
-    if (item.concurrent)
-      inits.push_back(std::move(item));
-    else
-      ++collectives;
-  }
+  std::vector<PendingWork> inits;
+  inits.swap(tlsPending);
+  std::vector<StreamWork> work;
+  work.swap(tlsStreamWork);
+  const size_t collectives =
+      std::count_if(work.begin(), work.end(), [](const StreamWork& w) { return bool(w.launch); });
   if (simInfo->size >= offsetof(ncclSimInfo_t, estimatedTime) + sizeof(float))
     simInfo->estimatedTime = 5.0f * static_cast<float>(collectives);
   return runPending(std::move(inits));

@@ -1,18 +1,30 @@
 // ncclGroupStart/ncclGroupEnd bookkeeping, per thread. Work issued inside a group is queued and runs
 // at the outermost ncclGroupEnd: initialisations concurrently (ranks initialised from one thread
-// rendezvous with each other), collectives in the order they were called.
+// rendezvous with each other), then each communicator's collectives and transfers as one call of that
+// communicator, in the order they were called, over every stream they named.
 #pragma once
+
+#include <cuda_runtime.h>
 
 #include <cstdint>
 #include <functional>
 
+#include "native/communicator.h"
 #include "shim/api.h"
+
+struct ncclComm;
 
 int groupDepth();
 // Counts closed outermost groups of this thread: state kept for "the current group" is stale once
 // this changes (ncclGroupSimulateEnd drops queued work without running it).
 uint64_t groupEpoch();
-// Queues `work` for the outermost ncclGroupEnd of this thread. Concurrent work (initialisations,
-// window registrations) runs on threads of its own, joined before ncclGroupEnd returns; items with the
+// Queues `work` (an initialisation or window registration) for the outermost ncclGroupEnd of this
+// thread, which runs such work on threads of its own and joins them before it returns; items with the
 // same `orderKey` (a communicator's registrations, collective in call order) share one thread, in order.
-void deferToGroupEnd(std::function<ncclResult_t()> work, bool concurrent, const void* orderKey = nullptr);
+void deferToGroupEnd(std::function<ncclResult_t()> work, const void* orderKey = nullptr);
+
+// Work of one collective or transfer, issued on the stream it is given.
+using StreamLaunch = std::function<mscclpp_nccl::Status(mscclpp_nccl::Communicator&, cudaStream_t)>;
+// Queues `launch`, called on `comm` with `stream`, for the outermost ncclGroupEnd of this thread. A null
+// `launch` only adds `stream` to the streams that the comm's group work joins.
+void deferToGroupEnd(ncclComm* comm, cudaStream_t stream, StreamLaunch launch);

@@ -88,7 +88,7 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size
         }));
   };
   if (groupDepth() > 0) {
-    deferToGroupEnd(work, /*concurrent=*/true, /*orderKey=*/comm);
+    deferToGroupEnd(work, /*orderKey=*/comm);
     return ncclSuccess;
   }
   ncclResult_t result = work();

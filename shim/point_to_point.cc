@@ -1,6 +1,7 @@
 // ncclSend / ncclRecv. Outside a group each call is its own transfer; inside one, a communicator's
 // sends and receives are collected and run at ncclGroupEnd as one fused launch (per pass: the k-th
-// transfer with each peer and direction), so that every direction progresses at once.
+// transfer with each peer and direction), so that every direction progresses at once. Their streams
+// may differ: the group's work then joins all of them, as NCCL does.
 #include <map>
 #include <utility>
 #include <vector>
@@ -17,7 +18,6 @@ namespace {
 
 struct GroupTransfers {
   uint64_t epoch;
-  cudaStream_t stream;
   std::vector<P2pOp> ops;
 };
 
@@ -35,11 +35,9 @@ std::vector<std::vector<P2pOp>> splitPasses(const std::vector<P2pOp>& ops) {
   return passes;
 }
 
-ncclResult_t runTransfers(ncclComm* comm, cudaStream_t stream, std::vector<P2pOp> ops, const char* function) {
-  return enqueue(comm, stream, function, [ops = std::move(ops), stream](Communicator& impl) {
-    for (const std::vector<P2pOp>& pass : splitPasses(ops)) MSCCLPP_TRY(impl.sendRecv(pass, stream));
-    return Status::kSuccess;
-  });
+Status launchTransfers(Communicator& impl, cudaStream_t stream, const std::vector<P2pOp>& ops) {
+  for (const std::vector<P2pOp>& pass : splitPasses(ops)) MSCCLPP_TRY(impl.sendRecv(pass, stream));
+  return Status::kSuccess;
 }
 
 ncclResult_t transfer(bool isSend, void* buffer, size_t count, ncclDataType_t datatype, int peer,
@@ -53,26 +51,24 @@ ncclResult_t transfer(bool isSend, void* buffer, size_t count, ncclDataType_t da
     return toNccl(fail(Status::kInvalidArgument, "%s: NULL buffer with count %zu", function, count));
   size_t elementBytes = mscclpp_nccl::dataTypeSize(static_cast<mscclpp_nccl::DataType>(datatype));
   P2pOp op{isSend, peer, buffer, count * elementBytes, elementBytes};
-  if (groupDepth() == 0) return runTransfers(comm, stream, {op}, function);  // checks the stream
+  if (groupDepth() == 0)
+    return enqueue(comm, stream, function, [op](Communicator& impl, cudaStream_t launch) {
+      return launchTransfers(impl, launch, {op});
+    });
 
   NCCL_TRY(checkStream(comm, stream, function));  // now, not only at ncclGroupEnd
   auto found = tlsGroupTransfers.find(comm);
-  if (found == tlsGroupTransfers.end() || found->second.epoch != groupEpoch()) {
-    tlsGroupTransfers[comm] = GroupTransfers{groupEpoch(), stream, {op}};
-    deferToGroupEnd(
-        [comm]() {
-          GroupTransfers group = std::move(tlsGroupTransfers[comm]);
-          tlsGroupTransfers.erase(comm);
-          return runTransfers(comm, group.stream, std::move(group.ops), "ncclGroupEnd");
-        },
-        /*concurrent=*/false);
+  if (found != tlsGroupTransfers.end() && found->second.epoch == groupEpoch()) {
+    found->second.ops.push_back(op);
+    deferToGroupEnd(comm, stream, nullptr);  // the group's transfers join every stream they named
     return ncclSuccess;
   }
-  if (found->second.stream != stream)
-    return toNccl(fail(Status::kInvalidUsage,
-                       "%s: the sends and receives of one communicator in a group must use one stream",
-                       function));
-  found->second.ops.push_back(op);
+  tlsGroupTransfers[comm] = GroupTransfers{groupEpoch(), {op}};
+  deferToGroupEnd(comm, stream, [comm](Communicator& impl, cudaStream_t launch) {
+    GroupTransfers group = std::move(tlsGroupTransfers[comm]);
+    tlsGroupTransfers.erase(comm);
+    return launchTransfers(impl, launch, group.ops);
+  });
   return ncclSuccess;
 }
 
