@@ -1,6 +1,7 @@
 #include "native/communicator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -37,11 +38,13 @@ size_t laneSlotBytesFor(int blocks, int nranks) {
 
 }  // namespace
 
-Status Communicator::create(const UniqueId& id, int rank, int nranks, std::unique_ptr<Communicator>* out) {
+Status Communicator::create(const UniqueId& id, int rank, int nranks, std::unique_ptr<Communicator>* out,
+                            AbortLink* link) {
   std::unique_ptr<Bootstrap> bootstrap;
-  MSCCLPP_TRY(Bootstrap::create(id, rank, nranks, bootstrapTimeoutSeconds(), &bootstrap));
+  MSCCLPP_TRY(Bootstrap::create(id, rank, nranks, bootstrapTimeoutSeconds(), &bootstrap, link));
   std::unique_ptr<Communicator> comm(new Communicator());
   MSCCLPP_TRY(comm->connect(std::move(bootstrap)));
+  comm->bootstrap_->detachAbortLink();  // set up: from now on only its own abort reaches it
   *out = std::move(comm);
   return Status::kSuccess;
 }
@@ -125,6 +128,7 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
   const size_t lanesAt = carve(laneCounterWords(laneBlocks, nranks_));
   const size_t callsAt = carve(kMaxZeroCopyBlocks);
   const size_t p2pLanesAt = carve(laneCounterWords(kMaxP2pChunkLanes, nranks_));
+  const size_t stoppedAt = carve(1);
   MSCCLPP_CUDA_TRY(cudaMalloc(&deviceCounters_, counterWords * sizeof(uint64_t)));
   MSCCLPP_CUDA_TRY(cudaMemset(deviceCounters_, 0, counterWords * sizeof(uint64_t)));
 
@@ -138,7 +142,9 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
   packets.steps.blocksDone = reinterpret_cast<unsigned*>(deviceCounters_ + 1);
   packets.wait.abortFlag = deviceFlags;
   packets.wait.errorFlag = deviceFlags + 1;
-  packets.wait.timeoutNs = static_cast<uint64_t>(envDouble("MSCCLPP_NCCL_WAIT_TIMEOUT", 600.0) * 1e9);
+  packets.wait.stopped = reinterpret_cast<int*>(deviceCounters_ + stoppedAt);
+  packets.wait.timeoutNs =
+      static_cast<uint64_t>(std::max(0.0, envDouble("MSCCLPP_NCCL_WAIT_TIMEOUT", 0.0)) * 1e9);
   packets.wait.rank = rank_;
 
   P2pComm& p2p = transports_.p2p;
@@ -170,8 +176,11 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
     direct.peerFlags = reinterpret_cast<uint64_t* const*>(syncScratch_->devicePeerTable());
   }
 
+  MSCCLPP_TRY(order_.init(envInt("NCCL_GRAPH_MIXING_SUPPORT", 1) != 0));
   MSCCLPP_CUDA_TRY(cudaDeviceSynchronize());
   MSCCLPP_TRY(bootstrap_->barrier());
+  // From here a peer's death stops this communicator's kernels and shows in asyncError().
+  MSCCLPP_TRY(bootstrap_->watchPeers([this](int peer) { onPeerLost(peer); }));
   MSCCLPP_INFO(kInit, "rank %d/%d on GPU %d (%d ranks on it): %zu-packet slots, up to %d blocks", rank_,
                nranks_, device_, topology_.ranksOnMyGpu, slotPackets, selector_.maxBlocks());
   return Status::kSuccess;
@@ -195,20 +204,42 @@ LaneComm Communicator::laneComm(int blocks, size_t slotBytes, const PeerBuffer* 
 }
 
 Communicator::~Communicator() {
+  using Ms = std::chrono::duration<double, std::milli>;
+  const auto start = std::chrono::steady_clock::now();
+  auto since = [](std::chrono::steady_clock::time_point t) {
+    return Ms(std::chrono::steady_clock::now() - t).count();
+  };
+  const bool stopped = hostFlags_ && const_cast<volatile int*>(hostFlags_)[0];
+  // First the bootstrap (goodbye to the peers unless aborted, then its receiver thread ends), so
+  // that the peer-lost handler can no longer touch what is freed below.
+  bootstrap_.reset();
+  const double bootstrapMs = since(start);
   int previous = -1;
   cudaGetDevice(&previous);
   cudaSetDevice(device_);
+  // The frees below would wait for the device anyway; waiting here first shows how long queued
+  // kernels took to leave.
+  auto phase = std::chrono::steady_clock::now();
+  cudaDeviceSynchronize();
+  const double drainMs = since(phase);
+  phase = std::chrono::steady_clock::now();
+  windows_.clear();
   scratch_.reset();
   laneScratch_.reset();
   p2pScratch_.reset();
   p2pLaneScratch_.reset();
   syncScratch_.reset();
-  windows_.clear();
+  const double unmapMs = since(phase);
+  phase = std::chrono::steady_clock::now();
   if (deviceAckTable_) cudaFree(deviceAckTable_);
   if (deviceCounters_) cudaFree(deviceCounters_);
   if (hostFlags_) cudaFreeHost(hostFlags_);
   cudaGetLastError();
   if (previous >= 0) cudaSetDevice(previous);
+  MSCCLPP_INFO(kInit,
+               "rank %d: teardown%s took %.1f ms: bootstrap closed %.1f ms, kernels drained %.1f ms, peer "
+               "buffers unmapped %.1f ms, device memory freed %.1f ms",
+               rank_, stopped ? " (aborted)" : "", since(start), bootstrapMs, drainMs, unmapMs, since(phase));
 }
 
 Status Communicator::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
@@ -278,6 +309,12 @@ Status Communicator::sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream
 }
 
 Status Communicator::asyncError() const {
+  const int lost = lostRank_.load();
+  if (lost >= 0)
+    return fail(Status::kRemoteError,
+                "rank %d is gone: its process exited or crashed without finalizing the communicator (or it "
+                "called ncclCommAbort)",
+                lost);
   switch (const_cast<volatile int*>(hostFlags_)[1]) {
     case kKernelOk:
       return Status::kSuccess;
@@ -285,8 +322,16 @@ Status Communicator::asyncError() const {
       return fail(Status::kRemoteError, "communicator was aborted while a kernel waited for a peer");
     default:
       return fail(Status::kTimeout,
-                  "a kernel gave up waiting for a peer after MSCCLPP_NCCL_WAIT_TIMEOUT seconds");
+                  "a kernel waited for a peer without progress for MSCCLPP_NCCL_WAIT_TIMEOUT seconds");
   }
+}
+
+void Communicator::onPeerLost(int peer) {
+  int none = -1;
+  if (lostRank_.compare_exchange_strong(none, peer))
+    logWarn("rank %d: rank %d is gone (its process exited or crashed, or it aborted); stopping the kernels",
+            rank_, peer);
+  stopKernels();
 }
 
 void Communicator::stopKernels() {
@@ -295,6 +340,7 @@ void Communicator::stopKernels() {
 
 void Communicator::abort() {
   stopKernels();
+  childSetups_.raise();  // a split or shrink in another thread leaves its child's rendezvous
   if (bootstrap_) bootstrap_->abort();
 }
 
@@ -309,7 +355,7 @@ Status Communicator::joinNewCommunicator(const std::vector<int>& members,
   } else {
     MSCCLPP_TRY(bootstrap_->recv(members[0], kShareIdTag, &id, sizeof(id)));
   }
-  return create(id, newRank, static_cast<int>(members.size()), out);
+  return create(id, newRank, static_cast<int>(members.size()), out, &childSetups_);
 }
 
 Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* out) {

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -12,8 +13,10 @@
 #include "native/algorithms/allreduce.h"
 #include "native/algorithms/exchange.h"
 #include "native/algorithms/p2p.h"
+#include "native/bootstrap/abort_link.h"
 #include "native/bootstrap/bootstrap.h"
 #include "native/common/status.h"
+#include "native/stream_order.h"
 #include "native/transport/peer_buffer.h"
 #include "native/transport/rank_info.h"
 #include "native/transport/symmetric_window.h"
@@ -25,8 +28,9 @@ constexpr int kSplitNoColor = -1;
 class Communicator {
  public:
   // Collective over all `nranks` ranks: joins the rendezvous named by `id` and connects to the peers.
-  // Uses the calling thread's current CUDA device.
-  static Status create(const UniqueId& id, int rank, int nranks, std::unique_ptr<Communicator>* out);
+  // Uses the calling thread's current CUDA device. Raising `link` makes the setup give up promptly.
+  static Status create(const UniqueId& id, int rank, int nranks, std::unique_ptr<Communicator>* out,
+                       AbortLink* link = nullptr);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -50,6 +54,12 @@ class Communicator {
   // through their final barriers, every peer's access to this one), then unmaps the peers' windows.
   Status deregisterWindow(SymmetricWindow* window);
 
+  // Brackets one call's work (a collective, or a whole group's) so that it runs after this
+  // communicator's previous call and before its next one, whatever streams they use: the work is
+  // issued on streams[0] between the two, and streams[1..count) join it (see native/stream_order.h).
+  Status beginCall(const cudaStream_t* streams, size_t count) { return order_.begin(streams, count); }
+  Status endCall(const cudaStream_t* streams, size_t count) { return order_.end(streams, count); }
+
   // Collectives and point-to-point transfers. Each enqueues on `stream` and never synchronizes the
   // host; empty calls enqueue nothing (every rank of a collective sees the same count).
   Status allReduce(const AllReduceArgs& args, cudaStream_t stream);
@@ -57,7 +67,8 @@ class Communicator {
   // One group's sends and receives; at most one per peer and direction (see splitP2pPasses).
   Status sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream);
 
-  // The first failure any kernel of this communicator reported (timeout, abort), else kSuccess.
+  // kRemoteError naming the rank when a peer was lost (its process died, or it aborted), else the
+  // first failure any kernel of this communicator reported (timeout, abort), else kSuccess.
   Status asyncError() const;
   // Makes every waiting kernel and bootstrap call of this communicator give up promptly.
   void abort();
@@ -73,6 +84,8 @@ class Communicator {
   Communicator() = default;
   Status connect(std::unique_ptr<Bootstrap> bootstrap);
   Status joinNewCommunicator(const std::vector<int>& members, std::unique_ptr<Communicator>* out);
+  // On the bootstrap's receiver thread (no CUDA calls): records the rank and stops the kernels.
+  void onPeerLost(int peer);
   // Both buffers (`bytes` each) on every rank, when each lies in a mapped window here (then, by the
   // windows' promise, at the same offset on every rank).
   bool findDirectBuffers(const void* send, const void* recv, size_t bytes, DirectBuffers* out) const;
@@ -91,10 +104,13 @@ class Communicator {
   std::unique_ptr<PeerBuffer> p2pLaneScratch_;  // lanes of large p2p transfers (null past kMaxLaneRanks)
   std::unique_ptr<PeerBuffer> syncScratch_;     // zero-copy barrier flags (null past kMaxZeroCopyRanks)
   int* hostFlags_ = nullptr;                    // [0] abort, [1] kernel error; host-mapped
+  std::atomic<int> lostRank_{-1};               // the first peer found gone
+  AbortLink childSetups_;                       // ncclCommSplit/Shrink children being set up
   uint64_t* deviceCounters_ = nullptr;          // collective steps, blocks done, p2p steps per peer and lane
   Transports transports_{};
   void** deviceAckTable_ = nullptr;
   AlgorithmSelector selector_;
+  StreamOrder order_;
   mutable std::mutex windowsMutex_;
   std::vector<std::unique_ptr<SymmetricWindow>> windows_;
 };

@@ -2,18 +2,23 @@
 // ranks exchange framed messages {tag, size, payload} directly. Each bootstrap runs one receiver thread
 // that reads all incoming connections into a mailbox keyed by (peer, tag); outgoing connections are
 // opened lazily, one per peer, and only ever written to (so closing one never discards unread data).
+// After watchPeers() every pair has a connection each way; an orderly close sends a goodbye frame
+// first, so a connection that ends without one means the peer died (or aborted).
 #include "native/bootstrap/bootstrap.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <climits>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -25,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "native/bootstrap/abort_link.h"
 #include "native/bootstrap/socket.h"
 #include "native/common/env.h"
 #include "native/common/logging.h"
@@ -43,9 +49,13 @@ constexpr double kHandshakeSeconds = 5.0;
 constexpr double kRootGraceSeconds = 5.0;
 // Internal tags sit at the bottom of the int range; user tags there are refused.
 constexpr int kTagAllGather = INT_MIN;
+constexpr int kTagHello = INT_MIN + 1;    // watchPeers: opens the connection each way
+constexpr int kTagGoodbye = INT_MIN + 2;  // orderly close: the end of the connection that follows is no death
 constexpr int kReservedTagMax = INT_MIN + 15;
 constexpr uint64_t kMaxFrameBytes = 1ull << 40;
 constexpr size_t kCoalesceBytes = 4096;  // small frames go out in one write
+// A goodbye is not worth a longer wait (a peer that cannot take 16 bytes is gone or stuck).
+constexpr double kGoodbyeSeconds = 1.0;
 
 // The unique id. Peers share byte order and layout (one cluster, one build of this library).
 struct IdLayout {
@@ -337,17 +347,43 @@ Status startRootService(Socket listener, const uint8_t* secret, double timeoutSe
 // ---------------------------------------------------------------------------------------------------
 // Per-rank bootstrap.
 
+class TcpBootstrap;
+
+// The bootstraps alive in this process. At exit they say goodbye: many scripts exit without destroying
+// their communicators, and peers must not take that for a death. In a forked child their outgoing
+// sockets are closed: the child's copies would keep a dead parent's connections open, hiding its death.
+class LiveBootstraps {
+ public:
+  static LiveBootstraps& get();
+  void add(TcpBootstrap* bootstrap);
+  void remove(TcpBootstrap* bootstrap);
+
+ private:
+  LiveBootstraps() = default;
+  static void atExit();
+  static void beforeFork();
+  static void afterForkInParent();
+  static void afterForkInChild();
+
+  std::mutex mu_;
+  std::vector<TcpBootstrap*> live_;
+};
+
 class TcpBootstrap final : public Bootstrap {
  public:
   TcpBootstrap(int rank, int nranks, double timeoutSeconds, const uint8_t* secret)
-      : rank_(rank), nranks_(nranks), timeout_(timeoutSeconds), peerClosed_(nranks, 0) {
+      : rank_(rank), nranks_(nranks), timeout_(timeoutSeconds), peerClosed_(nranks, 0), peerLost_(nranks, 0) {
     memcpy(secret_, secret, kSecretBytes);
     for (int i = 0; i < nranks; ++i) out_.push_back(std::make_unique<Outgoing>());
+    LiveBootstraps::get().add(this);
   }
 
   ~TcpBootstrap() override {
+    LiveBootstraps::get().remove(this);  // waits for an exit-time goodbye in progress
+    detachAbortLink();
     // No call may be in flight now, so outgoing sockets are closed gracefully (not shut down): data
-    // already written still reaches the peers.
+    // already written, the goodbye last, still reaches the peers.
+    sayGoodbye();
     stop();
     if (receiver_.joinable()) receiver_.join();
   }
@@ -362,13 +398,23 @@ class TcpBootstrap final : public Bootstrap {
   Status send(int peer, int tag, const void* data, size_t bytes) override;
   Status recv(int peer, int tag, void* data, size_t bytes) override;
   void abort() override;
+  bool aborted() const override { return aborted_.load(); }
+  Status watchPeers(PeerLostHandler onLost) override;
+  void detachAbortLink() override;
+  void attachAbortLink(AbortLink* link);
+
+  // Tells every peer with a connection from here that this rank leaves in order (not after abort()).
+  void sayGoodbye();
+  // In a forked child: points the outgoing descriptors at /dev/null (async-signal-safe calls only).
+  void dropOutgoingInForkedChild(int devNull);
 
  private:
   struct Outgoing {
-    std::mutex mu;  // one frame at a time per peer
+    std::timed_mutex mu;  // one frame at a time per peer; timed for the goodbye at exit
     Socket sock;
     std::atomic<int> liveFd{-1};  // read by abort() without the mutex
     bool broken = false;          // a failed write may have left half a frame: never reuse
+    bool saidGoodbye = false;
   };
   struct Incoming {
     Socket sock;
@@ -379,6 +425,7 @@ class TcpBootstrap final : public Bootstrap {
     bool inPayload = false;
     FrameHeader header;
     std::vector<char> payload;
+    bool saidGoodbye = false;
   };
 
   Status checkArgs(const char* op, int peer, int tag, const void* data, size_t bytes) const;
@@ -387,6 +434,8 @@ class TcpBootstrap final : public Bootstrap {
   Status connectPeer(Outgoing& out, int peer);
   void deliver(int peer, int tag, std::vector<char> payload);
   void markPeerClosed(int peer);
+  void connectionEnded(const Incoming& in);
+  Status lostPeerError(const char* op) const;
   void receiverMain();
   void receiverLoop();
   bool serveIncoming(Incoming& in);
@@ -408,7 +457,11 @@ class TcpBootstrap final : public Bootstrap {
   std::condition_variable mailCv_;
   std::map<std::pair<int, int>, std::deque<std::vector<char>>> mailbox_;  // (peer, tag) -> FIFO
   std::vector<char> peerClosed_;  // peer's connection ended: nothing more will arrive from it
+  std::vector<char> peerLost_;    // ... and without a goodbye
+  int firstLost_ = -1;
+  PeerLostHandler onLost_;
   bool receiverFailed_ = false;
+  AbortLink* link_ = nullptr;  // touched by the owner only (create, detachAbortLink, destructor)
 
   std::vector<std::unique_ptr<Outgoing>> out_;
   std::mutex collMu_;  // collectives of one object do not interleave
@@ -445,6 +498,7 @@ Status TcpBootstrap::init(const IdLayout& id) {
   Socket root;
   Status status = connectSocket(id.root, deadlineAfter(timeout_), &aborted_, &root);
   if (!ok(status)) {
+    if (aborted_.load()) return abortedError();
     std::string why = lastError();
     return fail(status, "bootstrap: rank %d could not reach the root at %s within %g s: %s", rank_,
                 rootText.c_str(), timeout_, why.c_str());
@@ -459,9 +513,11 @@ Status TcpBootstrap::init(const IdLayout& id) {
   memcpy(hello, secret_, kSecretBytes);
   memcpy(hello + kSecretBytes, &fields, sizeof(fields));
   RootReply reply = {0, 0};
-  status = sendAll(root.fd(), hello, sizeof(hello), deadlineAfter(timeout_));
+  status = sendAll(root.fd(), hello, sizeof(hello), deadlineAfter(timeout_), &aborted_);
   if (ok(status))
-    status = recvAll(root.fd(), &reply, sizeof(reply), deadlineAfter(timeout_ + kRootGraceSeconds));
+    status =
+        recvAll(root.fd(), &reply, sizeof(reply), deadlineAfter(timeout_ + kRootGraceSeconds), &aborted_);
+  if (aborted_.load()) return abortedError();
   if (status == Status::kTimeout)
     return fail(Status::kTimeout, "bootstrap: rank %d got no answer from the root at %s within %g s", rank_,
                 rootText.c_str(), timeout_ + kRootGraceSeconds);
@@ -514,6 +570,10 @@ Status TcpBootstrap::recv(int peer, int tag, void* data, size_t bytes) {
 Status TcpBootstrap::allGather(void* data, size_t bytesPerRank) {
   if (!data && bytesPerRank > 0) return fail(Status::kInvalidArgument, "bootstrap allGather: null buffer");
   std::lock_guard<std::mutex> lock(collMu_);
+  {
+    std::lock_guard<std::mutex> mail(mailMu_);
+    if (firstLost_ >= 0) return lostPeerError("allGather");
+  }
   // Ring: at step s, pass on the slot that arrived at step s-1 (own slot first). Only two connections
   // per rank, and the receiver thread drains eagerly, so sends never wait for the matching recv.
   char* base = static_cast<char*>(data);
@@ -569,7 +629,7 @@ Status TcpBootstrap::sendFrame(int peer, int tag, const void* data, size_t bytes
     }
   }
   Outgoing& out = *out_[peer];
-  std::lock_guard<std::mutex> lock(out.mu);
+  std::lock_guard<std::timed_mutex> lock(out.mu);
   if (out.broken)
     return fail(Status::kRemoteError, "bootstrap: rank %d: the connection to rank %d failed earlier", rank_,
                 peer);
@@ -598,7 +658,7 @@ Status TcpBootstrap::sendFrame(int peer, int tag, const void* data, size_t bytes
 Status TcpBootstrap::recvFrame(int peer, int tag, void* data, size_t bytes) {
   const Deadline deadline = deadlineAfter(timeout_);
   std::vector<char> message;
-  enum { kGot, kAborted, kClosed, kBroken, kTimedOut } outcome;
+  enum { kGot, kAborted, kClosed, kLost, kBroken, kTimedOut } outcome;
   {
     std::unique_lock<std::mutex> lock(mailMu_);
     for (;;) {
@@ -618,6 +678,10 @@ Status TcpBootstrap::recvFrame(int peer, int tag, void* data, size_t bytes) {
         outcome = kClosed;
         break;
       }
+      if (tag == kTagAllGather && firstLost_ >= 0) {  // the ring is cut: this slot will never come
+        outcome = kLost;
+        break;
+      }
       if (receiverFailed_) {
         outcome = kBroken;
         break;
@@ -635,6 +699,8 @@ Status TcpBootstrap::recvFrame(int peer, int tag, void* data, size_t bytes) {
     case kClosed:
       return fail(Status::kRemoteError, "bootstrap: rank %d: rank %d closed its connection (tag %d pending)",
                   rank_, peer, tag);
+    case kLost:
+      return lostPeerError("allGather");
     case kBroken:
       return fail(Status::kSystemError, "bootstrap: rank %d: the receiver thread failed", rank_);
     case kTimedOut:
@@ -665,6 +731,140 @@ void TcpBootstrap::markPeerClosed(int peer) {
     peerClosed_[peer] = 1;
   }
   mailCv_.notify_all();
+}
+
+void TcpBootstrap::connectionEnded(const Incoming& in) {
+  if (in.saidGoodbye || aborted_.load()) {  // an orderly close, or our own teardown
+    markPeerClosed(in.peer);
+    return;
+  }
+  PeerLostHandler handler;
+  {
+    std::lock_guard<std::mutex> lock(mailMu_);
+    peerClosed_[in.peer] = 1;
+    peerLost_[in.peer] = 1;
+    if (firstLost_ < 0) firstLost_ = in.peer;
+    handler = onLost_;
+  }
+  mailCv_.notify_all();
+  MSCCLPP_INFO(kBootstrap, "bootstrap: rank %d: rank %d is gone (its connection ended without a goodbye)",
+               rank_, in.peer);
+  if (handler) handler(in.peer);
+}
+
+Status TcpBootstrap::lostPeerError(const char* op) const {
+  return fail(Status::kRemoteError,
+              "bootstrap %s: rank %d: rank %d is gone (its process exited or crashed without finalizing, or "
+              "it aborted), so the collective cannot complete",
+              op, rank_, firstLost_);
+}
+
+Status TcpBootstrap::watchPeers(PeerLostHandler onLost) {
+  try {
+    {
+      std::lock_guard<std::mutex> lock(mailMu_);
+      onLost_ = std::move(onLost);
+    }
+    // A connection each way for every pair: every rank then holds one that ends when a peer does.
+    for (int peer = 0; peer < nranks_; ++peer)
+      if (peer != rank_) MSCCLPP_TRY(sendFrame(peer, kTagHello, nullptr, 0));
+    for (int peer = 0; peer < nranks_; ++peer)
+      if (peer != rank_) MSCCLPP_TRY(recvFrame(peer, kTagHello, nullptr, 0));
+    return Status::kSuccess;
+  } catch (const std::exception& e) {
+    return fail(Status::kSystemError, "bootstrap: rank %d: watching peers: %s", rank_, e.what());
+  }
+}
+
+void TcpBootstrap::attachAbortLink(AbortLink* link) {
+  link_ = link;
+  if (link_) link_->attach(this);
+}
+
+void TcpBootstrap::detachAbortLink() {
+  if (link_) link_->detach(this);
+  link_ = nullptr;
+}
+
+void TcpBootstrap::sayGoodbye() {
+  if (aborted_.load()) return;  // an aborted rank is to be seen as lost
+  const FrameHeader header = {kTagGoodbye, 0, 0};
+  for (const auto& outPtr : out_) {
+    Outgoing& out = *outPtr;
+    // Another thread may hold the connection in a long send (at exit): do not wait for it.
+    std::unique_lock<std::timed_mutex> lock(out.mu, std::chrono::duration<double>(kGoodbyeSeconds));
+    if (!lock.owns_lock() || out.broken || out.saidGoodbye || !out.sock.valid()) continue;
+    out.saidGoodbye = true;
+    // Plain send calls, not sendAll: a failure here is no error to report (the peer may be gone).
+    const char* p = reinterpret_cast<const char*>(&header);
+    size_t left = sizeof(header);
+    const Deadline deadline = deadlineAfter(kGoodbyeSeconds);
+    while (left > 0 && Clock::now() < deadline) {
+      ssize_t n = ::send(out.sock.fd(), p, left, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        p += n;
+        left -= static_cast<size_t>(n);
+      } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        break;
+      } else {
+        pollfd pfd = {out.sock.fd(), POLLOUT, 0};
+        poll(&pfd, 1, 10);
+      }
+    }
+    if (left > 0) out.broken = true;
+  }
+}
+
+void TcpBootstrap::dropOutgoingInForkedChild(int devNull) {
+  for (const auto& out : out_) {
+    int fd = out->liveFd.load();
+    if (fd >= 0) dup2(devNull, fd);  // the number stays taken, so nothing else reuses it
+  }
+}
+
+LiveBootstraps& LiveBootstraps::get() {
+  // Never destroyed: the exit and fork handlers may run after static destructors.
+  static LiveBootstraps* registry = [] {
+    auto* r = new LiveBootstraps();
+    atexit(&LiveBootstraps::atExit);
+    pthread_atfork(&LiveBootstraps::beforeFork, &LiveBootstraps::afterForkInParent,
+                   &LiveBootstraps::afterForkInChild);
+    return r;
+  }();
+  return *registry;
+}
+
+void LiveBootstraps::add(TcpBootstrap* bootstrap) {
+  std::lock_guard<std::mutex> lock(mu_);
+  live_.push_back(bootstrap);
+}
+
+void LiveBootstraps::remove(TcpBootstrap* bootstrap) {
+  std::lock_guard<std::mutex> lock(mu_);
+  live_.erase(std::remove(live_.begin(), live_.end(), bootstrap), live_.end());
+}
+
+void LiveBootstraps::atExit() {
+  LiveBootstraps& self = get();
+  std::lock_guard<std::mutex> lock(self.mu_);  // keeps each alive while it says goodbye
+  for (TcpBootstrap* bootstrap : self.live_) bootstrap->sayGoodbye();
+  self.live_.clear();
+}
+
+// The registry's lock is held across fork() so that the child finds it in a consistent state.
+void LiveBootstraps::beforeFork() { get().mu_.lock(); }
+
+void LiveBootstraps::afterForkInParent() { get().mu_.unlock(); }
+
+void LiveBootstraps::afterForkInChild() {
+  LiveBootstraps& self = get();
+  int devNull = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (devNull >= 0) {
+    for (TcpBootstrap* bootstrap : self.live_) bootstrap->dropOutgoingInForkedChild(devNull);
+    close(devNull);
+  }
+  self.live_.clear();  // the child's copies are not its own: no goodbye from it at exit
+  self.mu_.unlock();
 }
 
 void TcpBootstrap::receiverMain() {
@@ -779,12 +979,15 @@ bool TcpBootstrap::serveIncoming(Incoming& in) {
       in.have += static_cast<size_t>(n);
       if (in.have < in.header.bytes) continue;
     }
-    deliver(in.peer, in.header.tag, std::move(in.payload));
+    if (in.header.tag == kTagGoodbye)
+      in.saidGoodbye = true;
+    else
+      deliver(in.peer, in.header.tag, std::move(in.payload));
     in.payload = std::vector<char>();
     in.inPayload = false;
     in.have = 0;
   }
-  markPeerClosed(in.peer);  // the peer is gone (or broke the protocol): nothing more will come
+  connectionEnded(in);  // the peer left, died or broke the protocol: nothing more will come
   return false;
 }
 
@@ -848,7 +1051,7 @@ Status bootstrapCreateUniqueId(UniqueId* out, bool ignoreCommIdEnv) {
 }
 
 Status Bootstrap::create(const UniqueId& id, int rank, int nranks, double timeoutSeconds,
-                         std::unique_ptr<Bootstrap>* out) {
+                         std::unique_ptr<Bootstrap>* out, AbortLink* link) {
   if (!out) return fail(Status::kInvalidArgument, "bootstrap: null output");
   out->reset();
   if (nranks < 1 || rank < 0 || rank >= nranks)
@@ -861,6 +1064,7 @@ Status Bootstrap::create(const UniqueId& id, int rank, int nranks, double timeou
   if (!(timeoutSeconds > 0)) timeoutSeconds = bootstrapTimeoutSeconds();
   try {
     auto bootstrap = std::make_unique<TcpBootstrap>(rank, nranks, timeoutSeconds, layout.secret);
+    bootstrap->attachAbortLink(link);
     MSCCLPP_TRY(bootstrap->init(layout));
     *out = std::move(bootstrap);
     return Status::kSuccess;

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "native/common/status.h"
@@ -30,12 +31,19 @@ Status bootstrapCreateUniqueId(UniqueId* out, bool ignoreCommIdEnv = false);
 // (MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT, default 300).
 double bootstrapTimeoutSeconds();
 
+class AbortLink;
+
+// Called on the bootstrap's receiver thread with a peer whose connection ended without its goodbye.
+using PeerLostHandler = std::function<void(int peer)>;
+
 class Bootstrap {
  public:
   // Joins the rendezvous named by `id` as `rank` of `nranks`. Blocks until every rank has arrived, or
-  // fails with Status::kTimeout (message lists the missing ranks) after `timeoutSeconds`.
+  // fails with Status::kTimeout (message lists the missing ranks) after `timeoutSeconds`. With a
+  // `link`, raising it aborts the new bootstrap (its rendezvous included) until detachAbortLink().
   static Status create(const UniqueId& id, int rank, int nranks, double timeoutSeconds,
-                       std::unique_ptr<Bootstrap>* out);
+                       std::unique_ptr<Bootstrap>* out, AbortLink* link = nullptr);
+  // Orderly: peers are told goodbye, so they do not take the closing connections for a death.
   virtual ~Bootstrap() = default;
 
   virtual int rank() const = 0;
@@ -48,8 +56,18 @@ class Bootstrap {
   // Point-to-point messages, matched by (peer, tag) in order of sending.
   virtual Status send(int peer, int tag, const void* data, size_t bytes) = 0;
   virtual Status recv(int peer, int tag, void* data, size_t bytes) = 0;
-  // Makes every blocked and future call return Status::kRemoteError promptly (ncclCommAbort).
+  // Makes every blocked and future call return Status::kRemoteError promptly (ncclCommAbort). Peers
+  // get no goodbye: they see this rank as lost.
   virtual void abort() = 0;
+  virtual bool aborted() const = 0;
+
+  // Collective: opens a connection to and from every peer, then calls `onLost` (once per peer, on the
+  // receiver thread; no CUDA there) when a peer's connection ends without the goodbye that orderly
+  // teardown sends, i.e. its process died or it aborted. From then on, allGather and barrier fail at
+  // once (a ring with a dead rank cannot complete); point-to-point calls among the living still work.
+  virtual Status watchPeers(PeerLostHandler onLost) = 0;
+  // Ends what create()'s `link` started: raising the link no longer reaches this bootstrap.
+  virtual void detachAbortLink() = 0;
 };
 
 }  // namespace mscclpp_nccl

@@ -1,7 +1,7 @@
-// Spin-waits that always end: every wait in a kernel gives up when the communicator is aborted from
-// the host, when another thread already gave up, or when the wait timeout passes. A deadlock (a peer
-// that never arrives, ranks that are not co-resident) then costs seconds and surfaces as an
-// asynchronous error instead of a hung GPU.
+// Spin-waits that end when they must: every wait in a kernel gives up when the communicator is aborted
+// from the host (ncclCommAbort, or a peer found dead), when another kernel of it already gave up, or
+// when MSCCLPP_NCCL_WAIT_TIMEOUT is set and the wait made no progress for that long. A failure then
+// surfaces as an asynchronous error instead of a hung GPU.
 #pragma once
 
 #include <cstdint>
@@ -24,21 +24,33 @@ class BoundedWait {
 
   // Called once per unsuccessful poll; returns true when the caller must stop waiting.
   __device__ __forceinline__ bool giveUp(int peer) {
-    // Host-mapped reads cross PCIe: look at the flags only every few thousand polls.
-    if ((++spins_ & 4095u) != 0) return false;
+    // The device word costs about one more poll: looked at every 64 polls, it lets each kernel queued
+    // behind an abort leave within microseconds instead of waiting for its own host-mapped read.
+    if ((++spins_ & 63u) != 0) return false;
+    if (*const_cast<volatile int*>(control_.stopped)) return true;
+    // Host-mapped reads cross PCIe: look at those flags only every few thousand polls.
+    if ((spins_ & 4095u) != 0) return false;
     if (*control_.abortFlag) return raise(kKernelAborted, peer);
-    if (*const_cast<volatile int*>(control_.errorFlag) != kKernelOk) return true;
+    if (*const_cast<volatile int*>(control_.errorFlag) != kKernelOk) {
+      *const_cast<volatile int*>(control_.stopped) = 1;
+      return true;
+    }
+    if (control_.timeoutNs == 0) return false;
     uint64_t now = globalTimerNs();
     if (start_ == 0) start_ = now;
-    if (control_.timeoutNs != 0 && now - start_ > control_.timeoutNs) return raise(kKernelTimedOut, peer);
+    if (now - start_ > control_.timeoutNs) return raise(kKernelTimedOut, peer);
     return false;
   }
+
+  // A wait succeeded: the timeout clock restarts, so it measures time without progress.
+  __device__ __forceinline__ void progressed() { start_ = 0; }
 
   // Polls `src` until it carries `flag`; returns false when the wait was abandoned.
   __device__ __forceinline__ bool load(const LLPacket* src, uint32_t flag, uint2* payload, int peer) {
     while (!llTryLoad(src, flag, payload)) {
       if (giveUp(peer)) return false;
     }
+    progressed();
     return true;
   }
 
@@ -50,11 +62,12 @@ class BoundedWait {
         printf("mscclpp-nccl: rank %d gave up waiting for rank %d (MSCCLPP_NCCL_WAIT_TIMEOUT)\n",
                control_.rank, peer);
     }
+    *const_cast<volatile int*>(control_.stopped) = 1;
     return true;
   }
 
   WaitControl control_;
-  uint64_t start_;
+  uint64_t start_;  // when the current stall was first seen (0: none)
   uint32_t spins_;
 };
 

@@ -5,11 +5,12 @@
 
 namespace mscclpp_nccl {
 
-// Host-mapped words shared by the host and every kernel of one communicator.
+// What every wait of one communicator's kernels checks besides its data.
 struct WaitControl {
-  volatile int* abortFlag;  // set by ncclCommAbort
-  int* errorFlag;           // first KernelError raised by any kernel of this communicator
-  uint64_t timeoutNs;       // 0: wait forever
+  volatile int* abortFlag;  // host-mapped; set by ncclCommAbort or when a peer is lost
+  int* errorFlag;           // host-mapped; first KernelError raised by any kernel of this communicator
+  int* stopped;             // device memory; set with errorFlag, so that later kernels see it cheaply
+  uint64_t timeoutNs;       // 0: wait forever; else the longest a wait may go without progress
   int rank;
 };
 

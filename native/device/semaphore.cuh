@@ -31,6 +31,7 @@ __device__ __forceinline__ bool semaphoreWait(const uint64_t* counter, uint64_t 
   while (semaphoreLoad(counter) < value) {
     if (wait.giveUp(peer)) return false;
   }
+  wait.progressed();
   return true;
 }
 

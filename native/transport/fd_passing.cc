@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <random>
 
+#include "native/bootstrap/socket.h"
 #include "native/common/logging.h"
 
 namespace mscclpp_nccl {
@@ -36,9 +38,18 @@ socklen_t socketAddress(uint64_t processId, uint64_t serial, sockaddr_un* addres
   return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + length);
 }
 
-bool readable(int fd, int timeoutMs) {
-  pollfd entry{fd, POLLIN, 0};
-  return poll(&entry, 1, timeoutMs) == 1 && (entry.revents & POLLIN);
+// Waits in short slices, so that aborting the bootstrap (ncclCommAbort) ends the wait at once.
+bool readable(const Bootstrap& bootstrap, int fd, Deadline deadline) {
+  constexpr double kSliceSeconds = 0.05;
+  while (!bootstrap.aborted()) {
+    const double left = secondsLeft(deadline);
+    if (left <= 0) return false;
+    pollfd entry{fd, POLLIN, 0};
+    int n = poll(&entry, 1, static_cast<int>(std::min(left, kSliceSeconds) * 1000.0) + 1);
+    if (n == 1) return (entry.revents & POLLIN) != 0;
+    if (n < 0 && errno != EINTR) return false;
+  }
+  return false;
 }
 
 // One byte of payload carrying (or ready to carry) one descriptor as SCM_RIGHTS ancillary data.
@@ -68,8 +79,8 @@ bool sendFd(int socket, int fd) {
   return sendmsg(socket, &message.header, MSG_NOSIGNAL) == 1;
 }
 
-int recvFd(int socket, int timeoutMs) {
-  if (!readable(socket, timeoutMs)) return -1;
+int recvFd(const Bootstrap& bootstrap, int socket, Deadline deadline) {
+  if (!readable(bootstrap, socket, deadline)) return -1;
   FdMessage message;
   if (recvmsg(socket, &message.header, MSG_CMSG_CLOEXEC) != 1) return -1;
   cmsghdr* rights = CMSG_FIRSTHDR(&message.header);
@@ -110,7 +121,7 @@ int connectTo(const Offer& offer) {
 Status exchangeFds(Bootstrap& bootstrap, const Topology& topology, int offeredFd,
                    std::vector<int>* received) {
   const int rank = bootstrap.rank(), nranks = bootstrap.size();
-  const int timeoutMs = static_cast<int>(bootstrapTimeoutSeconds() * 1000);
+  const Deadline deadline = deadlineAfter(bootstrapTimeoutSeconds());
   received->assign(nranks, -1);
   auto remote = [&](int r) { return r != rank && !topology.sameProcess(rank, r); };
 
@@ -136,7 +147,7 @@ Status exchangeFds(Bootstrap& bootstrap, const Topology& topology, int offeredFd
     int expected = 0;
     for (int r = 0; r < nranks; ++r) expected += reached[static_cast<size_t>(r) * nranks + rank];
     for (int served = 0; served < expected;) {
-      if (!readable(listener, timeoutMs)) {
+      if (!readable(bootstrap, listener, deadline)) {
         logWarn("rank %d: %d peers never came for a buffer's descriptor", rank, expected - served);
         break;
       }
@@ -144,7 +155,7 @@ Status exchangeFds(Bootstrap& bootstrap, const Topology& topology, int offeredFd
       if (client < 0) continue;
       uint64_t presented = 0;
       // Anyone on the host can connect to an abstract socket: serve only those who know the token.
-      if (readable(client, timeoutMs) &&
+      if (readable(bootstrap, client, deadline) &&
           recv(client, &presented, sizeof(presented), MSG_WAITALL) == sizeof(presented) &&
           presented == token) {
         ++served;
@@ -156,10 +167,12 @@ Status exchangeFds(Bootstrap& bootstrap, const Topology& topology, int offeredFd
   }
   for (int r = 0; r < nranks; ++r) {
     if (connections[r] < 0) continue;
-    if (ok(status)) (*received)[r] = recvFd(connections[r], timeoutMs);
+    if (ok(status)) (*received)[r] = recvFd(bootstrap, connections[r], deadline);
     close(connections[r]);
   }
   if (listener >= 0) close(listener);
+  if (ok(status) && bootstrap.aborted())
+    return fail(Status::kRemoteError, "rank %d: aborted while passing a buffer's descriptors", rank);
   return status;
 }
 
