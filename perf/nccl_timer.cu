@@ -1,11 +1,13 @@
 // Times collectives from C, the way nccl-tests does, so that eager numbers carry no Python overhead:
 // host wall time around N back-to-back out-of-place calls after warm-up, then the same calls captured
-// in a CUDA graph and replayed. Works with any libnccl.so.2 (ours or stock), picked by the loader.
-// Sizes are nccl-tests' size column: the total bytes of all_gather's output, reduce_scatter's input and
-// each rank's alltoall buffer; the message of all_reduce and broadcast; what each rank sends in
-// sendrecv (a ring: to rank + 1, from rank - 1). bf16, sum, root 0. host_us is the time the eager
-// calls take to return, before the stream is synchronized: the per-call host cost.
-// The pseudo-collective `empty` launches one empty kernel per call instead: the same loop's floor,
+// in a CUDA graph and replayed. Every size is timed eagerly before any capture, as separate nccl-tests
+// runs with and without -G would: once a communicator was captured, NCCL (and this library) order its
+// eager calls against graph launches, which costs each eager call an event wait and record. Works with any
+// libnccl.so.2 (ours or stock), picked by the loader. Sizes are nccl-tests' size column: the total bytes of
+// all_gather's output, reduce_scatter's input and each rank's alltoall buffer; the message of all_reduce and
+// broadcast; what each rank sends in sendrecv (a ring: to rank + 1, from rank - 1). bf16, sum, root 0.
+// host_us is the time the eager calls take to return, before the stream is synchronized: the per-call host
+// cost. The pseudo-collective `empty` launches one empty kernel per call instead: the same loop's floor,
 // which no library that launches a kernel per call can go under.
 // NCCL_TIMER_WINDOWS=1 takes the buffers from ncclMemAlloc and registers them as symmetric windows
 // (like nccl-tests -R 2), which lets libraries run zero-copy algorithms.
@@ -24,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "nccl.h"
 
@@ -150,54 +153,65 @@ int main(int argc, char** argv) {
            collective.c_str(), nranks, version, windows ? ", symmetric windows" : "", "bytes", "eager_us",
            "graph_us", "host_us");
 
+  std::vector<size_t> sizes;
   for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= factor) {
-    const size_t count = bytes / 2, share = count / nranks;  // elements: whole message, per rank
-    char* sendBytes = static_cast<char*>(send);
-    auto run = [&]() -> ncclResult_t {
-      if (collective == "empty") {
-        emptyKernel<<<1, 32, 0, stream>>>();
-        return cudaGetLastError() == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
-      }
-      if (collective == "all_gather") return ncclAllGather(send, recv, share, ncclBfloat16, comm, stream);
-      if (collective == "reduce_scatter")
-        return ncclReduceScatter(send, recv, share, ncclBfloat16, ncclSum, comm, stream);
-      if (collective == "alltoall") return ncclAlltoAll(send, recv, share, ncclBfloat16, comm, stream);
-      if (collective == "broadcast") return ncclBroadcast(send, recv, count, ncclBfloat16, 0, comm, stream);
-      if (collective == "sendrecv") {
-        ncclGroupStart();
-        ncclSend(sendBytes, count, ncclBfloat16, (rank + 1) % nranks, comm, stream);
-        ncclRecv(recv, count, ncclBfloat16, (rank + nranks - 1) % nranks, comm, stream);
-        return ncclGroupEnd();
-      }
-      return ncclAllReduce(send, recv, count, ncclBfloat16, ncclSum, comm, stream);
-    };
-    for (int i = 0; i < warmup; ++i) CHECK_NCCL(run());
-    CHECK_CUDA(cudaStreamSynchronize(stream));
-    auto start = Clock::now();
-    for (int i = 0; i < iters; ++i) CHECK_NCCL(run());
-    double host = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters;
-    CHECK_CUDA(cudaStreamSynchronize(stream));
-    double eager = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters;
-
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < iters; ++i) CHECK_NCCL(run());
-    CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
-    CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-    CHECK_CUDA(cudaGraphLaunch(exec, stream));
-    CHECK_CUDA(cudaStreamSynchronize(stream));
-    start = Clock::now();
-    const int replays = 5;
-    for (int i = 0; i < replays; ++i) CHECK_CUDA(cudaGraphLaunch(exec, stream));
-    CHECK_CUDA(cudaStreamSynchronize(stream));
-    double captured =
-        std::chrono::duration<double, std::micro>(Clock::now() - start).count() / (replays * iters);
-    CHECK_CUDA(cudaGraphExecDestroy(exec));
-    CHECK_CUDA(cudaGraphDestroy(graph));
-    if (rank == 0) printf(" %12zu %12.2f %12.2f %12.2f\n", bytes, eager, captured, host);
+    sizes.push_back(bytes);
     if (bytes > maxBytes / factor) break;
   }
+  std::vector<double> eagerUs(sizes.size()), hostUs(sizes.size());
+  // Pass 0 times every size eagerly, pass 1 every size in a graph (see the top of this file).
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t at = 0; at < sizes.size(); ++at) {
+      const size_t bytes = sizes[at];
+      const size_t count = bytes / 2, share = count / nranks;  // elements: whole message, per rank
+      char* sendBytes = static_cast<char*>(send);
+      auto run = [&]() -> ncclResult_t {
+        if (collective == "empty") {
+          emptyKernel<<<1, 32, 0, stream>>>();
+          return cudaGetLastError() == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+        }
+        if (collective == "all_gather") return ncclAllGather(send, recv, share, ncclBfloat16, comm, stream);
+        if (collective == "reduce_scatter")
+          return ncclReduceScatter(send, recv, share, ncclBfloat16, ncclSum, comm, stream);
+        if (collective == "alltoall") return ncclAlltoAll(send, recv, share, ncclBfloat16, comm, stream);
+        if (collective == "broadcast") return ncclBroadcast(send, recv, count, ncclBfloat16, 0, comm, stream);
+        if (collective == "sendrecv") {
+          ncclGroupStart();
+          ncclSend(sendBytes, count, ncclBfloat16, (rank + 1) % nranks, comm, stream);
+          ncclRecv(recv, count, ncclBfloat16, (rank + nranks - 1) % nranks, comm, stream);
+          return ncclGroupEnd();
+        }
+        return ncclAllReduce(send, recv, count, ncclBfloat16, ncclSum, comm, stream);
+      };
+      for (int i = 0; i < warmup; ++i) CHECK_NCCL(run());
+      CHECK_CUDA(cudaStreamSynchronize(stream));
+      auto start = Clock::now();
+      if (pass == 0) {
+        for (int i = 0; i < iters; ++i) CHECK_NCCL(run());
+        hostUs[at] = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters;
+        CHECK_CUDA(cudaStreamSynchronize(stream));
+        eagerUs[at] = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters;
+        continue;
+      }
+
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < iters; ++i) CHECK_NCCL(run());
+      CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+      CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+      CHECK_CUDA(cudaGraphLaunch(exec, stream));
+      CHECK_CUDA(cudaStreamSynchronize(stream));
+      start = Clock::now();
+      const int replays = 5;
+      for (int i = 0; i < replays; ++i) CHECK_CUDA(cudaGraphLaunch(exec, stream));
+      CHECK_CUDA(cudaStreamSynchronize(stream));
+      double captured =
+          std::chrono::duration<double, std::micro>(Clock::now() - start).count() / (replays * iters);
+      CHECK_CUDA(cudaGraphExecDestroy(exec));
+      CHECK_CUDA(cudaGraphDestroy(graph));
+      if (rank == 0) printf(" %12zu %12.2f %12.2f %12.2f\n", bytes, eagerUs[at], captured, hostUs[at]);
+    }
   if (windows) {
     CHECK_NCCL(ncclCommWindowDeregister(comm, sendWindow));
     CHECK_NCCL(ncclCommWindowDeregister(comm, recvWindow));
