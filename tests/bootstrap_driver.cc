@@ -6,13 +6,25 @@
 //   driver threads <nranks>                   all ranks as threads of this process, sharing one id
 //   driver stranger <idfile> [silent]         connect to the root with a wrong secret (or say nothing)
 //   driver abort                              abort() unblocks pending recv and barrier within a second
+//   driver watch <idfile> <rank> <nranks> <dir> <behaviour>
+//                                             watchPeers(), print "LOST <peer> <ns>" from the handler,
+//                                             write <dir>/ready.<rank>, then <behaviour>: hang (until
+//                                             killed), fork-hang (the same, with a forked child holding
+//                                             copies of the sockets; its pid in <dir>/child.<rank>),
+//                                             barrier (print "BARRIER <status> <ns>" when it ends, then
+//                                             linger), linger, leave (destroy at once, then linger),
+//                                             exit (exit(0) without destroying), quit (_exit(0): no
+//                                             goodbye); lingering ranks destroy in order after 1.5 s
+//   driver abortlink                          raising an AbortLink ends a linked rendezvous in progress
 //
+// <ns> are CLOCK_MONOTONIC nanoseconds (steady_clock), comparable with Python's time.monotonic_ns().
 // Prints "OK ..." and exits 0, or prints the error and exits 1.
 #include <arpa/inet.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "native/bootstrap/abort_link.h"
 #include "native/bootstrap/bootstrap.h"
 #include "native/bootstrap/socket.h"
 #include "native/common/logging.h"
@@ -297,6 +310,100 @@ int modeAbort() {
   return good ? 0 : 1;
 }
 
+long long monotonicNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+bool touch(const std::string& path, const std::string& text) {
+  std::ofstream file(path);
+  file << text;
+  return static_cast<bool>(file);
+}
+
+int modeWatch(const std::string& idPath, int rank, int nranks, const std::string& dir,
+              const std::string& behaviour) {
+  UniqueId id;
+  if (!readId(idPath, &id)) {
+    printf("ERROR rank %d: no id\n", rank);
+    return 1;
+  }
+  std::unique_ptr<Bootstrap> bs;
+  Status status = Bootstrap::create(id, rank, nranks, 30, &bs);
+  if (status == Status::kSuccess)
+    status = bs->watchPeers([](int peer) { printf("LOST %d %lld\n", peer, monotonicNs()); });
+  if (status != Status::kSuccess) {
+    printf("ERROR rank %d: %s\n", rank, describe(status).c_str());
+    return 1;
+  }
+  if (behaviour == "fork-hang") {
+    pid_t child = fork();
+    if (child == 0) {
+      sleep(30);  // holds its copies of the parent's descriptors; killed by the test before that
+      _exit(0);
+    }
+    touch(dir + "/child." + std::to_string(rank), std::to_string(child));
+  }
+  touch(dir + "/ready." + std::to_string(rank), "");
+  if (behaviour == "hang" || behaviour == "fork-hang") {
+    for (;;) pause();
+  }
+  if (behaviour == "exit") {
+    bs.release();  // never destroyed: the exit-time goodbye must cover it
+    exit(0);
+  }
+  if (behaviour == "quit") _exit(0);
+  if (behaviour == "leave") {
+    bs.reset();
+    printf("LEFT\n");
+  }
+  if (behaviour == "barrier") {
+    Status barrier = bs->barrier();  // the hanging rank never joins: only its death ends this
+    printf("BARRIER %d %lld\n", static_cast<int>(barrier), monotonicNs());
+  }
+  std::this_thread::sleep_for(Ms(1500));  // a peer's orderly end meanwhile must not count as a loss
+  bs.reset();
+  printf("DONE rank %d\n", rank);
+  return 0;
+}
+
+// A rendezvous that can never complete (rank 1 never comes), attached to an AbortLink that another
+// thread raises; and a link raised before the rendezvous starts.
+int modeAbortLink() {
+  UniqueId id;
+  if (bootstrapCreateUniqueId(&id) != Status::kSuccess) {
+    printf("ERROR abortlink: no id\n");
+    return 1;
+  }
+  using Clock = std::chrono::steady_clock;
+  AbortLink link;
+  std::unique_ptr<Bootstrap> bs;
+  Status created = Status::kSuccess;
+  Clock::time_point done;
+  std::thread setup([&] {
+    created = Bootstrap::create(id, 0, 2, 30, &bs, &link);
+    done = Clock::now();
+  });
+  std::this_thread::sleep_for(Ms(300));
+  const Clock::time_point start = Clock::now();
+  link.raise();
+  setup.join();
+  const double ms = std::chrono::duration<double, std::milli>(done - start).count();
+  AbortLink raised;
+  raised.raise();
+  std::unique_ptr<Bootstrap> late;
+  const Clock::time_point lateStart = Clock::now();
+  Status lateStatus = Bootstrap::create(id, 1, 2, 30, &late, &raised);
+  const double lateMs = std::chrono::duration<double, std::milli>(Clock::now() - lateStart).count();
+  printf("linked create %d after %.1f ms, create under a raised link %d after %.1f ms\n",
+         static_cast<int>(created), ms, static_cast<int>(lateStatus), lateMs);
+  bool good = created == Status::kRemoteError && !bs && ms < 1000 && lateStatus == Status::kRemoteError &&
+              !late && lateMs < 1000;
+  printf(good ? "OK abortlink\n" : "ERROR abortlink\n");
+  return good ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -318,6 +425,8 @@ int main(int argc, char** argv) {
   if (mode == "stranger" && argc >= 3)
     return modeStranger(argv[2], argc > 3 && std::string(argv[3]) == "silent");
   if (mode == "abort") return modeAbort();
+  if (mode == "abortlink") return modeAbortLink();
+  if (mode == "watch" && argc >= 7) return modeWatch(argv[2], atoi(argv[3]), atoi(argv[4]), argv[5], argv[6]);
   fprintf(stderr, "usage: see the comment at the top of tests/bootstrap_driver.cc\n");
   return 2;
 }

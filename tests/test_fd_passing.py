@@ -11,6 +11,7 @@ import pytest
 from host_build import build_driver, driver_env
 
 SOURCES = [
+    "native/bootstrap/abort_link.cc",
     "native/bootstrap/bootstrap.cc",
     "native/bootstrap/socket.cc",
     "native/common/env.cc",

@@ -283,13 +283,20 @@ def parse_args(
     if args.list:
         print("\n".join(items))
         sys.exit(0)
-    chosen = [s for a in args.items for s in a.split(",") if s]
+    args.items = chosen_items(parser, args.items, items)
+    return args
+
+
+def chosen_items(
+    parser: argparse.ArgumentParser, requested: Sequence[str], items: Sequence[str]
+) -> list[str]:
+    """The items named in `requested` (comma-separated words allowed), all by default, in the canonical
+    order of `items`, so that every rank runs the same collectives in the same order."""
+    chosen = [s for a in requested for s in a.split(",") if s]
     unknown = sorted(set(chosen) - set(items))
     if unknown:
         parser.error(f"unknown items {unknown}; known: {', '.join(items)}")
-    # Canonical order, so that every rank runs the same collectives in the same order.
-    args.items = [i for i in items if i in chosen] if chosen else list(items)
-    return args
+    return [i for i in items if i in chosen] if chosen else list(items)
 
 
 def run_step(name: str, fn: Callable[[], str | None], timeout: float) -> bool:
@@ -334,6 +341,29 @@ def preload_value(lib: Path, env: dict[str, str]) -> str:
     return f"{lib}:{old}" if old else str(lib)
 
 
+def run_launcher(cmd: Sequence[str], env: dict[str, str], limit: float) -> tuple[int, str]:
+    """Runs the launcher command `cmd` for at most `limit` seconds; returns (exit code, stdout + stderr).
+    A launcher still running then is sent SIGTERM (it stops every rank, each in its own session) and
+    then SIGKILL; the exit code is then TIMEOUT_EXIT."""
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    try:
+        out, _ = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGTERM)
+        try:
+            out, _ = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+        text = out.decode(errors="replace")
+        return TIMEOUT_EXIT, text + f"\n[test] the launcher outlived {limit:g} s and was stopped\n"
+    return proc.returncode, out.decode(errors="replace")
+
+
 def launch_client(
     nranks: int,
     worker: Path,
@@ -360,23 +390,7 @@ def launch_client(
     rank_cmd = ["env", f"LD_PRELOAD={preload_value(lib, env)}", sys.executable, str(worker), *worker_args]
     cmd = [sys.executable, "-m", "mscclpp_nccl.run", "-n", str(nranks), "--mps", "--timeout", f"{timeout:g}"]
     cmd += ["--", *rank_cmd]
-    proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    try:
-        out, _ = proc.communicate(timeout=timeout + 60)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGTERM)
-        try:
-            out, _ = proc.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
-        text = out.decode(errors="replace")
-        return TIMEOUT_EXIT, text + f"\n[test] the launcher outlived {timeout + 60:g} s and was stopped\n"
-    return proc.returncode, out.decode(errors="replace")
+    return run_launcher(cmd, env, timeout + 60)
 
 
 def results(output: str) -> dict[str, dict[int, str]]:

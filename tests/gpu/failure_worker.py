@@ -1,0 +1,244 @@
+"""One rank of the failure-contract GPU tests; run N of them with `python -m mscclpp_nccl.run -n N --mps`.
+
+    failure_worker.py DIR SCENARIO[:VARIANT]
+
+The victim (the last rank) runs its rank in a child process that kills itself with SIGKILL, and exits 0
+once that child is dead: the launcher stops every rank when one fails, which would end the survivors'
+measurements. DIR is a directory shared by the ranks (kill time, progress marks). Scenarios:
+
+- init:before   the victim dies before ncclCommInitRank: survivors' init fails, naming it, within the
+                bootstrap timeout (MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT, set small by the test) plus slack.
+- init:during   the victim dies while every rank is inside ncclCommInitRank: survivors' init fails (or,
+                if it completed first, the loss shows in ncclCommGetAsyncError); nobody hangs.
+- collective:abort / collective:destroy
+                the victim dies after its part of a few all-reduces while the survivors have hundreds
+                queued: each survivor measures the time from the kill to ncclCommGetAsyncError ==
+                ncclRemoteError (< 1 s, and ncclGetLastError names the victim), then how long
+                ncclCommAbort (< 1 s) or ncclCommDestroy (< 5 s) takes, and that its stream drains.
+- blocked:split / blocked:shrink / blocked:window
+                the last rank stays out of a collective call that the others make on a second thread;
+                their ncclCommAbort from the main thread returns within 1 s and ends that call.
+
+Prints `RESULT ...` lines and `PASS <scenario>`; any failure raises (non-zero exit).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import cupy as cp
+
+from mscclpp_nccl.binding import NcclError, ffi
+from mscclpp_nccl.communicator import Communicator, world_from_env
+
+REMOTE_ERROR = 6
+CHILD_FLAG = "MSCCLPP_NCCL_FAILURE_CHILD"
+DETECT_LIMIT_S = 1.0
+ABORT_LIMIT_S = 1.0
+DESTROY_LIMIT_S = 5.0
+QUEUED_CALLS = 400
+VICTIM_CALLS = 3
+COUNT = 16384  # float32 elements per all-reduce: small kernels, many of them queued
+
+
+def wait_for(paths: list[Path], limit_s: float = 60.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while not all(p.exists() for p in paths):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"never appeared: {[str(p) for p in paths if not p.exists()]}")
+        time.sleep(0.005)
+
+
+def mark(path: Path, text: str = "") -> None:
+    tmp = path.with_name(path.name + ".tmp")  # one per mark: ranks write theirs at once
+    tmp.write_text(text)
+    tmp.rename(path)  # readers never see half a file
+
+
+def die(shared: Path) -> None:
+    """SIGKILL this process, after writing the kill time (CLOCK_MONOTONIC, shared by the host's processes)."""
+    mark(shared / "killed_at", repr(time.monotonic()))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def run_victim_child(argv: list[str]) -> int:
+    """The victim's wrapper: its rank runs in a child that must die by SIGKILL."""
+    child = subprocess.run([sys.executable, *argv], env={**os.environ, CHILD_FLAG: "1"}, check=False)
+    if child.returncode == -signal.SIGKILL:
+        print("victim: killed as planned", flush=True)
+        return 0
+    print(f"victim: the child ended with {child.returncode} instead of SIGKILL", flush=True)
+    return 1
+
+
+# --- init ---------------------------------------------------------------------------------------
+
+
+def init_victim(variant: str, shared: Path, rank: int, size: int, uid: str) -> None:
+    if variant == "before":
+        die(shared)
+    cp.zeros(1)  # the CUDA context first, so that the others are well inside init when this one dies
+    threading.Thread(target=lambda: Communicator(size, rank, uid, device=0), daemon=True).start()
+    time.sleep(0.2)
+    die(shared)
+
+
+def init_survivor(variant: str, shared: Path, rank: int, size: int, uid: str) -> None:
+    limit = float(os.environ.get("MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT", "300")) + 15  # + the root's grace
+    victim = size - 1
+    start = time.monotonic()
+    try:
+        comm = Communicator(size, rank, uid, device=0)
+    except NcclError as e:
+        took = time.monotonic() - start
+        print(f"RESULT init_failed_after_ms={took * 1e3:.0f} error={e}", flush=True)
+        assert took < limit, f"init failed only after {took:.1f} s"
+        if variant == "before":
+            assert f"{victim}" in str(e), f"the error does not name rank {victim}: {e}"
+        print(f"PASS init:{variant}", flush=True)
+        return
+    assert variant == "during", "init succeeded without the victim"
+    # Init completed before the victim died: the death must show as an async error instead.
+    detect = wait_remote_error(comm, shared, victim)
+    comm.abort()
+    print(f"RESULT init_completed detect_ms={detect * 1e3:.0f}", flush=True)
+    print(f"PASS init:{variant}", flush=True)
+
+
+# --- mid-collective ------------------------------------------------------------------------------
+
+
+def wait_remote_error(comm: Communicator, shared: Path, victim: int) -> float:
+    """Polls ncclCommGetAsyncError as PyTorch's watchdog does; returns seconds from the kill."""
+    deadline = time.monotonic() + 30
+    while True:
+        error = comm.async_error()
+        if error != 0:
+            seen = time.monotonic()
+            break
+        assert time.monotonic() < deadline, "the victim's death never showed in ncclCommGetAsyncError"
+        time.sleep(0.001)
+    assert error == REMOTE_ERROR, f"ncclCommGetAsyncError gave {error}, expected ncclRemoteError"
+    text = comm._nccl.last_error(comm.handle)
+    assert f"rank {victim} " in text, f"ncclGetLastError does not name rank {victim}: {text!r}"
+    wait_for([shared / "killed_at"])
+    return seen - float((shared / "killed_at").read_text())
+
+
+def collective_rank(variant: str, shared: Path, rank: int, size: int, uid: str) -> None:
+    victim = size - 1
+    comm = Communicator(size, rank, uid, device=0)
+    stream = cp.cuda.Stream(non_blocking=True)
+    data = cp.ones(COUNT, dtype=cp.float32)
+    comm.all_reduce(data, stream=stream)
+    stream.synchronize()
+    if rank == victim:
+        for _ in range(VICTIM_CALLS):
+            comm.all_reduce(data, stream=stream)
+        stream.synchronize()
+        wait_for([shared / f"queued.{r}" for r in range(size - 1)])
+        die(shared)
+    for _ in range(QUEUED_CALLS):  # all but VICTIM_CALLS of these wait for the victim
+        comm.all_reduce(data, stream=stream)
+    mark(shared / f"queued.{rank}")
+    detect = wait_remote_error(comm, shared, victim)
+    start = time.monotonic()
+    if variant == "abort":
+        comm.abort()
+    else:
+        comm.destroy()  # what destroy_process_group does when it does not abort: must return too
+    ended = time.monotonic() - start
+    stream.synchronize()  # the queued kernels are gone
+    drained = time.monotonic() - start
+    print(
+        f"RESULT detect_ms={detect * 1e3:.1f} {variant}_ms={ended * 1e3:.1f} drained_ms={drained * 1e3:.1f}",
+        flush=True,
+    )
+    assert 0 <= detect < DETECT_LIMIT_S, f"detected {detect:.3f} s after the kill"
+    limit = ABORT_LIMIT_S if variant == "abort" else DESTROY_LIMIT_S
+    assert ended < limit, f"ncclComm{variant.capitalize()} took {ended:.3f} s"
+    print(f"PASS collective:{variant}", flush=True)
+
+
+# --- abort while another thread is blocked in a call ----------------------------------------------
+
+
+def blocked_call(variant: str, comm: Communicator) -> None:
+    nccl, lib = comm._nccl, comm._nccl.lib
+    if variant == "split":
+        comm.split(0, comm.rank)
+    elif variant == "shrink":
+        # Nobody excluded: the new communicator's rendezvous waits for the last rank, which never comes.
+        new = ffi.new("ncclComm_t*")
+        nccl.check(lib.ncclCommShrink(comm.handle, ffi.NULL, 0, new, ffi.NULL, 0), comm.handle)
+    else:
+        buf = cp.zeros(1 << 20, dtype=cp.uint8)
+        win = ffi.new("ncclWindow_t*")
+        nccl.check(
+            lib.ncclCommWindowRegister(comm.handle, ffi.cast("void*", buf.data.ptr), buf.nbytes, win, 1),
+            comm.handle,
+        )
+    raise AssertionError(f"{variant} completed without the last rank")
+
+
+def blocked_rank(variant: str, shared: Path, rank: int, size: int, uid: str) -> None:
+    comm = Communicator(size, rank, uid, device=0)
+    comm.barrier()
+    if rank == size - 1:
+        wait_for([shared / f"aborted.{r}" for r in range(size - 1)])
+        comm.abort()  # its peers are gone (they aborted): no destroy could complete with them
+        print(f"PASS blocked:{variant}", flush=True)
+        return
+    outcome: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            blocked_call(variant, comm)
+        except BaseException as e:  # reported by the asserts below
+            outcome.append(e)
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    time.sleep(1.0)  # well inside the call by now
+    assert thread.is_alive(), f"{variant} returned early: {outcome}"
+    # No rank aborts before every rank has seen its call blocked: a peer's abort ends the call too.
+    mark(shared / f"blocked.{rank}")
+    wait_for([shared / f"blocked.{r}" for r in range(size - 1)])
+    start = time.monotonic()
+    comm.abort()
+    took = time.monotonic() - start
+    thread.join(timeout=5)
+    mark(shared / f"aborted.{rank}")
+    print(f"RESULT blocked={variant} abort_ms={took * 1e3:.1f}", flush=True)
+    assert took < ABORT_LIMIT_S, f"ncclCommAbort took {took:.3f} s with {variant} blocked in another thread"
+    assert not thread.is_alive(), f"{variant} still blocked 5 s after the abort"
+    assert outcome and isinstance(outcome[0], NcclError), f"{variant} ended with {outcome}"
+    print(f"PASS blocked:{variant}", flush=True)
+
+
+SCENARIOS = {"init": (init_victim, init_survivor), "collective": (collective_rank, collective_rank)}
+
+
+def main() -> int:
+    shared, scenario = Path(sys.argv[1]), sys.argv[2]
+    name, _, variant = scenario.partition(":")
+    rank, size, uid = world_from_env()
+    victim = rank == size - 1
+    if name == "blocked":
+        blocked_rank(variant, shared, rank, size, uid)
+        return 0
+    if victim and CHILD_FLAG not in os.environ:
+        return run_victim_child(sys.argv)
+    victim_fn, survivor_fn = SCENARIOS[name]
+    (victim_fn if victim else survivor_fn)(variant, shared, rank, size, uid)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

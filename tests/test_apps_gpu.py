@@ -1,0 +1,111 @@
+"""User-level PyTorch applications on our libnccl.so.2 (through LD_PRELOAD), each checked against the
+same model on one device without communication: FSDP2 in fp32 and bf16 mixed precision, DDP, tensor
+parallelism and a pipeline over batch_isend_irecv (workers in tests/apps/).
+
+N ranks share the GPU under MPS. Every rank prints `RESULT <app> <variant> nranks=N <differences>`
+(run pytest with -rP to see them) and `PASS <item>`; the test asserts that every rank passed every item.
+The 12 tests take about 4 minutes on one H200 (15-25 s each, mostly starting the ranks).
+
+Control runs on a stock NCCL instead of ours: MSCCLPP_NCCL_APPS_CONTROL=torch (PyTorch's own, no
+LD_PRELOAD; it refuses several ranks on one GPU before 2.30) or =/path/to/libnccl.so.2 (preloaded); both
+get NCCL_MULTI_RANK_GPU_ENABLE=1 and NCCL_MAX_CTAS capped, which stock NCCL needs for ranks sharing a GPU.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+APPS_DIR = TESTS / "apps"
+_spec = importlib.util.spec_from_file_location("mscclpp_clients_common", TESTS / "clients" / "common.py")
+assert _spec is not None and _spec.loader is not None
+common = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(common)
+
+CONTROL_ENV = "MSCCLPP_NCCL_APPS_CONTROL"
+LAUNCH_TIMEOUT = 150.0  # the whole launch: a hang costs at most this (plus 30 s for the launcher's own end)
+STEP_TIMEOUT = 90.0  # each step in a worker
+
+# app -> (worker, its items in the order they run); the items are the workers' ITEMS keys.
+APPS = {
+    "fsdp2": ("fsdp2_worker.py", ("fsdp2_fp32", "fsdp2_bf16")),
+    "ddp": ("ddp_worker.py", ("ddp_fp32",)),
+    "tp": ("tp_worker.py", ("tp_fp32",)),
+    "pipeline": ("pipeline_worker.py", ("pipeline_fp32",)),
+}
+_RESULT_LINE = re.compile(r"^\[(\d+)\] RESULT (\S+) (\S+) nranks=(\d+)")
+
+
+def torch_missing() -> bool:
+    return importlib.util.find_spec("torch") is None
+
+
+def launch_app(
+    nranks: int, worker: Path, args: list[str], lib: Path | None, extra_env: dict[str, str]
+) -> tuple[int, str]:
+    """The launcher's `-n N --mps` with `env LD_PRELOAD=<lib>` in the ranks only, as common.launch_client
+    does, but with no preload when `lib` is None and leaving MSCCLPP_NCCL_WAIT_TIMEOUT to the library.
+    Returns (exit code, output)."""
+    env = dict(os.environ)
+    env["MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT"] = "60"
+    env.setdefault("NCCL_NVLS_ENABLE", "0")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(common.ROOT), env.get("PYTHONPATH", "")) if p)
+    env.update(extra_env)
+    rank_cmd = [sys.executable, str(worker), *args]
+    if lib is not None:
+        env[common.EXPECT_LIB_ENV] = str(lib)
+        rank_cmd = ["env", f"LD_PRELOAD={common.preload_value(lib, env)}", *rank_cmd]
+    cmd = [sys.executable, "-m", "mscclpp_nccl.run", "-n", str(nranks), "--mps"]
+    cmd += ["--timeout", f"{LAUNCH_TIMEOUT:g}", "--", *rank_cmd]
+    return common.run_launcher(cmd, env, LAUNCH_TIMEOUT + 30)
+
+
+def control_env(nranks: int) -> dict[str, str]:
+    """What a stock NCCL needs when ranks share a GPU: opting in (2.30+), and few enough CTAs per kernel
+    that every rank's kernels are resident together (4 ranks hang without the cap)."""
+    from mscclpp_nccl.run import visible_gpus
+
+    per_gpu = -(-nranks // max(1, len(visible_gpus())))
+    env = {"NCCL_MULTI_RANK_GPU_ENABLE": "1"}
+    if "NCCL_MAX_CTAS" not in os.environ:
+        env["NCCL_MAX_CTAS"] = str(max(1, 32 // per_gpu))
+    return env
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch_missing(), reason="PyTorch is not installed")
+@pytest.mark.parametrize("nranks", [2, 4, 8])
+@pytest.mark.parametrize("app", list(APPS))
+def test_app(app: str, nranks: int, request: pytest.FixtureRequest) -> None:
+    worker, items = APPS[app]
+    args = [*items, "--timeout", f"{STEP_TIMEOUT:g}"]
+    control = os.environ.get(CONTROL_ENV, "").strip()
+    if control:
+        lib = None if control == "torch" else Path(control).resolve()
+        rc, output = launch_app(nranks, APPS_DIR / worker, args, lib, control_env(nranks))
+        steps = ["init", *items, "destroy"]
+    else:
+        lib = request.getfixturevalue("nccl_lib").resolve()
+        rc, output = launch_app(nranks, APPS_DIR / worker, ["--library", *args], lib, {})
+        steps = ["init", "library", *items, "destroy"]
+    results = [ln for ln in output.splitlines() if _RESULT_LINE.match(ln)]
+    print("\n".join(results))  # shown with -rP: the differences each rank measured
+    common.assert_all_passed(output, rc, nranks, steps)
+
+    seen: dict[str, set[int]] = {}
+    for line in results:
+        m = _RESULT_LINE.match(line)
+        assert m is not None
+        assert int(m.group(4)) == nranks, f"a rank reports another world size: {line}"
+        seen.setdefault(f"{m.group(2)}_{m.group(3)}", set()).add(int(m.group(1)))
+    expected = {item: set(range(nranks)) for item in items}
+    assert seen == expected, (
+        f"RESULT lines by item and rank: {seen}, expected {expected}\n{common.tail(output)}"
+    )

@@ -1,0 +1,77 @@
+"""The failure contract PyTorch's watchdog relies on, on the GPU (scenarios in tests/gpu/failure_worker.py):
+a rank killed with SIGKILL at init or in the middle of queued all-reduces, and ncclCommAbort while another
+thread is blocked in split, shrink or window registration. Every launch is bounded (about 2 minutes)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from multirank import ROOT, run_ranks
+
+WORKER = ROOT / "tests" / "gpu" / "failure_worker.py"
+LAUNCH_TIMEOUT = 110.0
+BOOTSTRAP_TIMEOUT = "5"
+
+
+def _wait_for_device(limit_s: float = 30.0) -> None:
+    """Waits until a new process can allocate on the GPU. After a client is killed, the MPS server
+    turns new clients away ("busy or unavailable") for a moment while it cleans up after it."""
+    probe = [sys.executable, "-c", "import cupy; cupy.zeros(1); cupy.cuda.runtime.deviceSynchronize()"]
+    deadline = time.monotonic() + limit_s
+    while subprocess.run(probe, capture_output=True, check=False).returncode != 0:
+        assert time.monotonic() < deadline, "the GPU stayed unavailable to new processes"
+        time.sleep(1.0)
+
+
+def _launch(nranks: int, tmp_path: Path, scenario: str, **env: str) -> str:
+    _wait_for_device()
+    output = run_ranks(nranks, WORKER, str(tmp_path), scenario, timeout=LAUNCH_TIMEOUT, env=env)
+    # Shown with -s: where the time goes (RESULT lines, and the teardown and abort phases at INFO).
+    for line in output.splitlines():
+        if "RESULT" in line or "teardown" in line or "ncclCommAbort:" in line:
+            print(line)
+    return output
+
+
+def _assert_passed(output: str, scenario: str, expected: int) -> None:
+    passes = output.count(f"PASS {scenario}")
+    assert passes == expected, f"{scenario}: {passes} of {expected} ranks passed\n{output[-6000:]}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nranks", [2, 4, 8])
+@pytest.mark.parametrize("when", ["before", "during"])
+def test_rank_killed_at_init(nranks: int, when: str, tmp_path: Path) -> None:
+    output = _launch(nranks, tmp_path, f"init:{when}", MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT=BOOTSTRAP_TIMEOUT)
+    assert "victim: killed as planned" in output, output[-6000:]
+    _assert_passed(output, f"init:{when}", nranks - 1)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nranks", [2, 4, 8])
+@pytest.mark.parametrize("ending", ["abort", "destroy"])
+def test_rank_killed_mid_collective(nranks: int, ending: str, tmp_path: Path) -> None:
+    # No kernel wait timeout: only the peer-loss detection may end the survivors' waits.
+    env = {"MSCCLPP_NCCL_WAIT_TIMEOUT": "0", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,BOOTSTRAP"}
+    output = _launch(nranks, tmp_path, f"collective:{ending}", **env)
+    assert "victim: killed as planned" in output, output[-6000:]
+    _assert_passed(output, f"collective:{ending}", nranks - 1)
+    results = re.findall(r"RESULT detect_ms=([\d.]+) " + ending + r"_ms=([\d.]+)", output)
+    assert len(results) == nranks - 1, output[-6000:]
+    for detect_ms, end_ms in results:
+        assert float(detect_ms) < 1000, output[-6000:]
+        assert float(end_ms) < (1000 if ending == "abort" else 5000), output[-6000:]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nranks", [2, 4, 8])
+@pytest.mark.parametrize("call", ["split", "shrink", "window"])
+def test_abort_while_a_call_is_blocked(nranks: int, call: str, tmp_path: Path) -> None:
+    env = {"MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT": "60", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT"}
+    output = _launch(nranks, tmp_path, f"blocked:{call}", **env)
+    _assert_passed(output, f"blocked:{call}", nranks)
