@@ -3,15 +3,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "native/common/logging.h"
 #include "native/transport/cuda_check.h"
 
 namespace mscclpp_nccl {
-namespace {
-
-bool isLegacyStream(cudaStream_t stream) { return stream == nullptr || stream == cudaStreamLegacy; }
-
-}  // namespace
 
 StreamOrder::~StreamOrder() {
   if (done_) cudaEventDestroy(done_);
@@ -34,8 +28,6 @@ Status StreamOrder::begin(const cudaStream_t* streams, size_t count) {
     return fail(Status::kCudaError, "the stream's CUDA graph capture was invalidated");
   const bool capturing = capture == cudaStreamCaptureStatusActive;
   plan_ = order_.plan(reinterpret_cast<uintptr_t>(launch), capturing ? captureId : 0);
-  if (plan_.recordPrevious)
-    MSCCLPP_TRY(recordLate(reinterpret_cast<cudaStream_t>(order_.previousEagerStream()), capturing));
   if (plan_.waitDone)
     MSCCLPP_CUDA_TRY(cudaStreamWaitEvent(launch, done_, capturing ? cudaEventWaitExternal : 0));
   if (plan_.joinCapture)
@@ -49,19 +41,6 @@ Status StreamOrder::end(const cudaStream_t* streams, size_t count) {
   if (plan_.recordDone) MSCCLPP_CUDA_TRY(cudaEventRecord(done_, launch));
   if (plan_.recordNode) MSCCLPP_TRY(addRecordNode(launch));
   for (size_t i = 1; i < count; ++i) MSCCLPP_TRY(join(streams[i], launch));
-  return Status::kSuccess;
-}
-
-// Records `done` behind the previous eager call, on its stream. That stream may have been destroyed
-// since (its work then finishes on its own) or may be capturing now; neither can take an eager record.
-Status StreamOrder::recordLate(cudaStream_t previous, bool capturing) {
-  if (capturing && isLegacyStream(previous)) return Status::kSuccess;  // touching it would end the capture
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(previous, &status) == cudaSuccess && status == cudaStreamCaptureStatusNone &&
-      cudaEventRecord(done_, previous) == cudaSuccess)
-    return Status::kSuccess;
-  cudaGetLastError();
-  MSCCLPP_INFO(kColl, "the previous call's stream is gone or capturing: not ordering after it");
   return Status::kSuccess;
 }
 

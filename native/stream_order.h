@@ -29,7 +29,6 @@ class StreamOrder {
   Status end(const cudaStream_t* streams, size_t count);
 
  private:
-  Status recordLate(cudaStream_t previous, bool capturing);
   Status addRecordNode(cudaStream_t stream);
   Status join(cudaStream_t waiter, cudaStream_t done);
 

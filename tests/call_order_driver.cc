@@ -23,7 +23,6 @@ int main(int argc, char** argv) {
     auto add = [&](bool on, const char* name) {
       if (on) steps += (steps.empty() ? "" : " ") + std::string(name);
     };
-    add(plan.recordPrevious, "record_previous");
     add(plan.waitDone, "wait_done");
     add(plan.joinCapture, "join_capture");
     add(plan.recordDone, "record_done");
