@@ -16,6 +16,14 @@
 //                                             exit (exit(0) without destroying), quit (_exit(0): no
 //                                             goodbye); lingering ranks destroy in order after 1.5 s
 //   driver abortlink                          raising an AbortLink ends a linked rendezvous in progress
+//   driver commid                             make an id from NCCL_COMM_ID, print "OK commid <secret hex>"
+//   driver idle <count> <lifetime_s>          create <count> ids nobody uses, print "IDS <count>", wait
+//   driver victim <dir> <nranks>              a target for hostile peers (tests/test_bootstrap_wire.py):
+//                                             writes <dir>/root.id (an id served here) and <dir>/comm.id,
+//                                             joins comm.id as rank 0 of <nranks>, writes <dir>/ready,
+//                                             waits for a 5-byte message (tag 5) from rank 1 and prints
+//                                             "GOT <text>", then joins root.id as rank 0 of 2 and runs
+//                                             every call ("OK rank 0")
 //
 // <ns> are CLOCK_MONOTONIC nanoseconds (steady_clock), comparable with Python's time.monotonic_ns().
 // Prints "OK ..." and exits 0, or prints the error and exits 1.
@@ -404,6 +412,62 @@ int modeAbortLink() {
   return good ? 0 : 1;
 }
 
+int modeCommId() {
+  UniqueId id;
+  Status status = bootstrapCreateUniqueId(&id);
+  if (status != Status::kSuccess) {
+    printf("ERROR commid: %s\n", describe(status).c_str());
+    return 1;
+  }
+  std::string hex;
+  char byte[3];
+  for (int i = 8; i < 8 + 32; ++i) {  // the secret, after magic and flags (layout as in modeStranger)
+    snprintf(byte, sizeof(byte), "%02x", static_cast<uint8_t>(id.bytes[i]));
+    hex += byte;
+  }
+  printf("OK commid %s\n", hex.c_str());
+  return 0;
+}
+
+int modeIdle(int count, double lifetime) {
+  for (int i = 0; i < count; ++i) {
+    UniqueId id;
+    Status status = bootstrapCreateUniqueId(&id);
+    if (status != Status::kSuccess) {
+      printf("ERROR idle: %s\n", describe(status).c_str());
+      return 1;
+    }
+  }
+  printf("IDS %d\n", count);
+  std::this_thread::sleep_for(std::chrono::duration<double>(lifetime));
+  return 0;
+}
+
+int modeVictim(const std::string& dir, int nranks) {
+  UniqueId rootId, commId;
+  if (bootstrapCreateUniqueId(&rootId) != Status::kSuccess ||
+      bootstrapCreateUniqueId(&commId) != Status::kSuccess || !writeId(dir + "/root.id", rootId) ||
+      !writeId(dir + "/comm.id", commId)) {
+    printf("ERROR victim: no ids: %s\n", lastError());
+    return 1;
+  }
+  std::unique_ptr<Bootstrap> bs;
+  Status status = Bootstrap::create(commId, 0, nranks, bootstrapTimeoutSeconds(), &bs);
+  if (status != Status::kSuccess) {
+    printf("ERROR victim: create: %s\n", describe(status).c_str());
+    return 1;
+  }
+  touch(dir + "/ready", "");
+  char text[6] = {};
+  status = bs->recv(1, 5, text, 5);
+  if (status != Status::kSuccess) {
+    printf("ERROR victim: recv: %s\n", describe(status).c_str());
+    return 1;
+  }
+  printf("GOT %s\n", text);
+  return runRank(rootId, 0, 2, bootstrapTimeoutSeconds());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -426,6 +490,9 @@ int main(int argc, char** argv) {
     return modeStranger(argv[2], argc > 3 && std::string(argv[3]) == "silent");
   if (mode == "abort") return modeAbort();
   if (mode == "abortlink") return modeAbortLink();
+  if (mode == "commid") return modeCommId();
+  if (mode == "idle" && argc >= 4) return modeIdle(atoi(argv[2]), atof(argv[3]));
+  if (mode == "victim" && argc >= 4) return modeVictim(argv[2], atoi(argv[3]));
   if (mode == "watch" && argc >= 7) return modeWatch(argv[2], atoi(argv[3]), atoi(argv[4]), argv[5], argv[6]);
   fprintf(stderr, "usage: see the comment at the top of tests/bootstrap_driver.cc\n");
   return 2;

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "native/bootstrap/abort_link.h"
+#include "native/bootstrap/sha256.h"
 #include "native/bootstrap/socket.h"
 #include "native/common/env.h"
 #include "native/common/logging.h"
@@ -45,6 +46,10 @@ constexpr size_t kSecretBytes = 32;
 constexpr uint32_t kFlagRootAtRank0 = 1;
 // A connection must present the secret (and, at the root, its hello) within this time.
 constexpr double kHandshakeSeconds = 5.0;
+// Unauthenticated connections held at once by the root or a rank's listener (each costs a descriptor
+// for up to kHandshakeSeconds); when full, the oldest goes. Real ranks connect and authenticate within
+// milliseconds, so a flood only evicts its own older connections.
+constexpr size_t kMaxPendingConnections = 64;
 // Ranks wait longer than the root, so that the root's message naming the missing ranks arrives first.
 constexpr double kRootGraceSeconds = 5.0;
 // Internal tags sit at the bottom of the int range; user tags there are refused.
@@ -52,7 +57,12 @@ constexpr int kTagAllGather = INT_MIN;
 constexpr int kTagHello = INT_MIN + 1;    // watchPeers: opens the connection each way
 constexpr int kTagGoodbye = INT_MIN + 2;  // orderly close: the end of the connection that follows is no death
 constexpr int kReservedTagMax = INT_MIN + 15;
-constexpr uint64_t kMaxFrameBytes = 1ull << 40;
+// The largest frame a peer may announce. Frames carry one rank's slot of an all-gather (descriptors of
+// well under 1 KiB) or a point-to-point message of the library (ids, a few hundred bytes); 64 MiB is
+// room for a whole kMaxRanks-table of 1 KiB descriptors, while a lying header costs at most this much.
+constexpr uint64_t kMaxFrameBytes = 64ull << 20;
+// Payload buffers start at this size and double as bytes arrive, up to the announced size.
+constexpr size_t kFirstChunkBytes = 64 << 10;
 constexpr size_t kCoalesceBytes = 4096;  // small frames go out in one write
 // A goodbye is not worth a longer wait (a peer that cannot take 16 bytes is gone or stuck).
 constexpr double kGoodbyeSeconds = 1.0;
@@ -121,20 +131,35 @@ Status randomBytes(uint8_t* out, size_t bytes) {
   return fail(Status::kSystemError, "bootstrap: cannot read random bytes for the unique id secret");
 }
 
-// NCCL_COMM_ID mode: every process must derive the same secret without talking, so it is a hash of the
-// variable's text. This only keeps apart unrelated jobs that happen to use the same port; it is no
-// protection against anyone who knows NCCL_COMM_ID.
-void deriveSecret(const std::string& text, uint8_t* out) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a, then splitmix64 to spread it over the secret
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  for (size_t i = 0; i < kSecretBytes; i += 8) {
-    h += 0x9e3779b97f4a7c15ull;
-    uint64_t z = h;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    memcpy(out + i, &z, 8);
-  }
+// NCCL_COMM_ID mode: every process must derive the same secret without talking. With
+// MSCCLPP_NCCL_COMM_SECRET set, the secret is SHA-256 of that variable's text (any text, hex or not, used
+// as is); without it, of NCCL_COMM_ID's text, which only keeps apart unrelated jobs that happen to use
+// the same port and protects nothing from anyone who knows NCCL_COMM_ID.
+void deriveCommIdSecret(const std::string& commId, const SocketAddress& root, uint8_t* out) {
+  static_assert(kSecretBytes == 32, "the secret is one SHA-256 digest");
+  const std::string shared = envString("MSCCLPP_NCCL_COMM_SECRET");
+  if (!shared.empty()) return sha256("mscclpp-nccl comm secret:" + shared, out);
+  sha256("mscclpp-nccl comm id:" + commId, out);
+  static std::atomic<bool> warned{false};
+  if (!isLoopback(root) && !warned.exchange(true))
+    logWarn(
+        "bootstrap: NCCL_COMM_ID=%s is reachable from other hosts and MSCCLPP_NCCL_COMM_SECRET is not set: "
+        "anyone who knows NCCL_COMM_ID can join the rendezvous; set MSCCLPP_NCCL_COMM_SECRET to the same "
+        "secret text for every rank",
+        commId.c_str());
+}
+
+// Makes room for one more unauthenticated connection in `conns` (oldest first): when kMaxPendingConnections
+// are pending already, the oldest pending one is dropped.
+template <typename Conns, typename IsPending>
+void makeRoomForPending(Conns& conns, IsPending isPending, const char* who) {
+  size_t pending = 0;
+  for (const auto& c : conns) pending += isPending(c) ? 1 : 0;
+  if (pending < kMaxPendingConnections) return;
+  auto oldest = std::find_if(conns.begin(), conns.end(), isPending);
+  MSCCLPP_INFO(kBootstrap, "%s: %zu connections are waiting to authenticate: dropping the oldest", who,
+               pending);
+  conns.erase(oldest);
 }
 
 int pollTimeoutMs(Deadline wake) {
@@ -147,7 +172,9 @@ int pollTimeoutMs(Deadline wake) {
 class RootService {
  public:
   RootService(Socket listener, const uint8_t* secret, double timeoutSeconds)
-      : listener_(std::move(listener)), timeout_(timeoutSeconds) {
+      : listener_(std::move(listener)),
+        timeout_(timeoutSeconds),
+        idleDeadline_(deadlineAfter(timeoutSeconds)) {
     memcpy(secret_, secret, kSecretBytes);
   }
 
@@ -168,7 +195,7 @@ class RootService {
         fds.push_back({ranks_[r].fd(), POLLIN, 0});
         owner.push_back(-2 - static_cast<int>(r));
       }
-      if (armed_) wake = std::min(wake, deadline_);
+      wake = std::min(wake, armed_ ? deadline_ : idleDeadline_);
       if (poll(fds.data(), fds.size(), pollTimeoutMs(wake)) > 0) {
         for (size_t i = 1; i < fds.size() && !done_; ++i) {
           if (!fds[i].revents) continue;
@@ -191,6 +218,12 @@ class RootService {
           std::remove_if(pending_.begin(), pending_.end(), [](const Pending& p) { return !p.sock.valid(); }),
           pending_.end());
       if (armed_ && now >= deadline_) reportTimeout();
+      if (!armed_ && now >= idleDeadline_) {
+        // An id nobody used (or only strangers knocked): its thread and port must not live forever.
+        MSCCLPP_INFO(kBootstrap, "bootstrap root: no rank arrived within %g s; closing the rendezvous",
+                     timeout_);
+        break;
+      }
     }
     MSCCLPP_INFO(kBootstrap, "bootstrap root: service finished");
   }
@@ -211,6 +244,7 @@ class RootService {
         return;
       }
       if (!sock.valid()) return;
+      makeRoomForPending(pending_, [](const Pending& p) { return p.sock.valid(); }, "bootstrap root");
       pending_.emplace_back();
       pending_.back().sock = std::move(sock);
       pending_.back().deadline = deadlineAfter(kHandshakeSeconds);
@@ -238,6 +272,12 @@ class RootService {
 
   void onHello(Socket sock, const Hello& hello) {
     if (hello.magic != kHelloMagic || !isValidAddress(hello.listen) || hello.nranks <= 0) return;
+    if (hello.nranks > kMaxRanks) {  // refused before anything is sized by it
+      reply(sock, Status::kInvalidUsage,
+            "bootstrap: nranks=" + std::to_string(hello.nranks) + " exceeds the limit of " +
+                std::to_string(kMaxRanks) + " ranks");
+      return;
+    }
     if (hello.rank < 0 || hello.rank >= hello.nranks) {
       reply(sock, Status::kInvalidUsage,
             "bootstrap: rank " + std::to_string(hello.rank) + " is out of range for " +
@@ -325,6 +365,7 @@ class RootService {
   std::vector<SocketAddress> table_;
   bool armed_ = false;
   Deadline deadline_;
+  const Deadline idleDeadline_;  // before the first rank arrives
   bool done_ = false;
 };
 
@@ -372,7 +413,12 @@ class LiveBootstraps {
 class TcpBootstrap final : public Bootstrap {
  public:
   TcpBootstrap(int rank, int nranks, double timeoutSeconds, const uint8_t* secret)
-      : rank_(rank), nranks_(nranks), timeout_(timeoutSeconds), peerClosed_(nranks, 0), peerLost_(nranks, 0) {
+      : rank_(rank),
+        nranks_(nranks),
+        timeout_(timeoutSeconds),
+        peerClaimed_(nranks, 0),
+        peerClosed_(nranks, 0),
+        peerLost_(nranks, 0) {
     memcpy(secret_, secret, kSecretBytes);
     for (int i = 0; i < nranks; ++i) out_.push_back(std::make_unique<Outgoing>());
     LiveBootstraps::get().add(this);
@@ -452,6 +498,9 @@ class TcpBootstrap final : public Bootstrap {
   Socket wakeRead_, wakeWrite_;  // a pipe that interrupts the receiver's poll
   std::thread receiver_;
   std::atomic<bool> aborted_{false};
+  // Peers that opened their one connection to this rank (receiver thread only): a peer connects once per
+  // bootstrap, so a second claim of the same rank is an impostor or a replay, and is dropped.
+  std::vector<char> peerClaimed_;
 
   std::mutex mailMu_;
   std::condition_variable mailCv_;
@@ -628,6 +677,10 @@ Status TcpBootstrap::sendFrame(int peer, int tag, const void* data, size_t bytes
       return fail(Status::kSystemError, "bootstrap: send to self: %s", e.what());
     }
   }
+  if (bytes > kMaxFrameBytes)  // the peer would drop the connection (see serveIncoming)
+    return fail(Status::kInvalidArgument,
+                "bootstrap: rank %d: a %zu-byte message to rank %d exceeds the limit of %llu", rank_, bytes,
+                peer, static_cast<unsigned long long>(kMaxFrameBytes));
   Outgoing& out = *out_[peer];
   std::lock_guard<std::timed_mutex> lock(out.mu);
   if (out.broken)
@@ -922,6 +975,8 @@ void TcpBootstrap::receiverLoop() {
           break;
         }
         if (!sock.valid()) break;
+        makeRoomForPending(
+            conns, [](const std::unique_ptr<Incoming>& c) { return c->peer < 0; }, "bootstrap: listener");
         auto in = std::make_unique<Incoming>();
         in->sock = std::move(sock);
         in->handshakeDeadline = deadlineAfter(kHandshakeSeconds);
@@ -946,6 +1001,12 @@ bool TcpBootstrap::serveIncoming(Incoming& in) {
       PeerHandshake handshake;
       memcpy(&handshake, in.head, sizeof(handshake));
       if (handshake.rank < 0 || handshake.rank >= nranks_ || handshake.rank == rank_) return false;
+      if (peerClaimed_[handshake.rank]) {  // refused before it is tied to the rank: its end is no loss
+        logWarn("bootstrap: rank %d: dropping a second connection that claims to be rank %d", rank_,
+                handshake.rank);
+        return false;
+      }
+      peerClaimed_[handshake.rank] = 1;
       in.peer = handshake.rank;
       in.have = 0;
       continue;
@@ -959,21 +1020,22 @@ bool TcpBootstrap::serveIncoming(Incoming& in) {
       memcpy(&in.header, in.head, sizeof(in.header));
       in.have = 0;
       if (in.header.bytes > kMaxFrameBytes) {
-        logWarn("bootstrap: rank %d: rank %d sent a frame of %llu bytes; dropping it", rank_, in.peer,
-                static_cast<unsigned long long>(in.header.bytes));
+        logWarn(
+            "bootstrap: rank %d: rank %d announced a frame of %llu bytes, over the limit of %llu; dropping "
+            "its connection",
+            rank_, in.peer, static_cast<unsigned long long>(in.header.bytes),
+            static_cast<unsigned long long>(kMaxFrameBytes));
         break;
       }
-      try {
-        in.payload.resize(in.header.bytes);
-      } catch (const std::exception&) {
-        logWarn("bootstrap: rank %d: no memory for a %llu-byte frame from rank %d", rank_,
-                static_cast<unsigned long long>(in.header.bytes), in.peer);
-        break;
-      }
+      in.payload = std::vector<char>();
       in.inPayload = true;
     }
     if (in.have < in.header.bytes) {
-      long n = readSome(in.sock.fd(), in.payload.data() + in.have, in.header.bytes - in.have);
+      // Grown as bytes arrive, never to what the header merely claims.
+      if (in.have == in.payload.size())
+        in.payload.resize(
+            std::min<uint64_t>(in.header.bytes, std::max<size_t>(kFirstChunkBytes, 2 * in.have)));
+      long n = readSome(in.sock.fd(), in.payload.data() + in.have, in.payload.size() - in.have);
       if (n == 0) return true;
       if (n < 0) break;
       in.have += static_cast<size_t>(n);
@@ -1033,7 +1095,7 @@ Status bootstrapCreateUniqueId(UniqueId* out, bool ignoreCommIdEnv) {
       return fail(Status::kInvalidArgument, "bootstrap: NCCL_COMM_ID=%s: %s", commId.c_str(), why.c_str());
     }
     id.flags = kFlagRootAtRank0;
-    deriveSecret(commId, id.secret);
+    deriveCommIdSecret(commId, id.root, id.secret);
   } else {
     SocketAddress local;
     std::string ifName;
@@ -1056,6 +1118,8 @@ Status Bootstrap::create(const UniqueId& id, int rank, int nranks, double timeou
   out->reset();
   if (nranks < 1 || rank < 0 || rank >= nranks)
     return fail(Status::kInvalidArgument, "bootstrap: rank %d of %d is out of range", rank, nranks);
+  if (nranks > kMaxRanks)
+    return fail(Status::kInvalidArgument, "bootstrap: %d ranks exceed the limit of %d", nranks, kMaxRanks);
   IdLayout layout;
   memcpy(&layout, id.bytes, sizeof(layout));
   if (layout.magic != kIdMagic || !isValidAddress(layout.root))

@@ -16,6 +16,9 @@
 namespace mscclpp_nccl {
 
 constexpr size_t kUniqueIdBytes = 128;
+// The most ranks one communicator may have. Far above any single-host job (and NCCL's own scale), it
+// bounds what a rank's hello can make the root allocate (its address table: 28 bytes a rank).
+constexpr int kMaxRanks = 1 << 16;
 struct UniqueId {
   char bytes[kUniqueIdBytes];
 };
