@@ -1,11 +1,13 @@
 // Test driver for passing file descriptors between ranks (native/transport/fd_passing.cc), built with
 // g++ by tests/test_fd_passing.py; no CUDA.
 //
-//   fd_passing_driver <idfile> <rank> <nranks> [silent_rank]
+//   fd_passing_driver <idfile> <rank> <nranks> [silent_rank [late_rank late_ms]]
 //     Rank 0 makes the id and writes it to <idfile>; the others wait for it. Every rank but silent_rank
 //     offers a memfd holding "rank R"; each checks that it received a working descriptor of every other
-//     offering rank (its contents read back) and -1 for silent_rank. Prints "OK rank R" and exits 0, or
-//     prints the error and exits 1. Without arguments: prints usage and exits 2.
+//     offering rank (its contents read back) and -1 for silent_rank. late_rank sleeps late_ms before
+//     the exchange (leaving the others' sockets open that long, for strangers to try). Prints
+//     "EXCHANGE rank R took S s" (exchangeFds alone), then "OK rank R" and exits 0, or prints the error
+//     and exits 1. Without arguments: prints usage and exits 2.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -54,11 +56,12 @@ int fail(const std::string& what) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: %s <idfile> <rank> <nranks> [silent_rank]\n", argv[0]);
+    fprintf(stderr, "usage: %s <idfile> <rank> <nranks> [silent_rank [late_rank late_ms]]\n", argv[0]);
     return 2;
   }
   const int rank = atoi(argv[2]), nranks = atoi(argv[3]);
   const int silent = argc > 4 ? atoi(argv[4]) : -1;
+  const int late = argc > 6 ? atoi(argv[5]) : -1, lateMs = argc > 6 ? atoi(argv[6]) : 0;
   UniqueId id;
   if (!shareId(argv[1], rank, &id)) return fail("sharing the id");
   std::unique_ptr<Bootstrap> bootstrap;
@@ -79,7 +82,13 @@ int main(int argc, char** argv) {
       return fail("memfd");
   }
   std::vector<int> received;
-  if (!ok(exchangeFds(*bootstrap, topology, offered, &received))) return fail("exchangeFds");
+  if (rank == late) std::this_thread::sleep_for(std::chrono::milliseconds(lateMs));
+  const auto start = std::chrono::steady_clock::now();
+  const Status exchanged = exchangeFds(*bootstrap, topology, offered, &received);
+  printf("EXCHANGE rank %d took %.3f s\n", rank,
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  fflush(stdout);
+  if (!ok(exchanged)) return fail("exchangeFds");
   for (int r = 0; r < nranks; ++r) {
     const bool expected = r != rank && r != silent;
     if (!expected) {
