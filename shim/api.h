@@ -1,18 +1,58 @@
 // Shared helpers of the NCCL C ABI layer: the export macro and Status translation.
 #pragma once
 
+#include <exception>
+#include <new>
+#include <system_error>
+#include <type_traits>
+
 #include "native/common/logging.h"
 #include "native/common/status.h"
 #include "shim/nccl.h"
 
-// Defines the public `ncclX` (weak, so that a profiler or wrapper can interpose) and its strong
-// `pncclX` alias, as stock NCCL exports them. Use: NCCL_API(ncclResult_t, ncclFoo, int a) { ... }
-#define NCCL_API(ret, func, ...)                                                            \
-  extern "C" __attribute__((visibility("default"), weak)) ret func(__VA_ARGS__);            \
-  extern "C" __attribute__((visibility("default"), alias(#func))) ret p##func(__VA_ARGS__); \
-  extern "C" ret func(__VA_ARGS__)
-
 inline ncclResult_t toNccl(mscclpp_nccl::Status status) { return static_cast<ncclResult_t>(status); }
+
+// What an entry point returns after a failure it could not report itself: the error for
+// ncclResult_t, nothing for void, a zero value otherwise.
+template <typename R>
+R apiFailure(mscclpp_nccl::Status status) {
+  if constexpr (std::is_same_v<R, ncclResult_t>)
+    return toNccl(status);
+  else if constexpr (!std::is_void_v<R>)
+    return R{};
+}
+
+// Runs `body` so that no exception leaves the C API or a thread body (allocation failures, thread
+// creation refused under `ulimit -u`): each becomes an error return with a message.
+template <typename Body>
+auto guardApi(const char* function, Body body) noexcept -> decltype(body()) {
+  using R = decltype(body());
+  using mscclpp_nccl::fail;
+  using mscclpp_nccl::Status;
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return apiFailure<R>(fail(Status::kSystemError, "%s: out of memory", function));
+  } catch (const std::system_error& e) {
+    return apiFailure<R>(fail(Status::kSystemError, "%s: %s", function, e.what()));
+  } catch (const std::exception& e) {
+    return apiFailure<R>(fail(Status::kInternalError, "%s: unexpected exception: %s", function, e.what()));
+  } catch (...) {
+    return apiFailure<R>(fail(Status::kInternalError, "%s: unexpected exception", function));
+  }
+}
+
+// Defines the public `ncclX` (weak, so that a profiler or wrapper can interpose) and its strong
+// `pncclX` alias, as stock NCCL exports them; both run the body that follows under guardApi.
+// Use: NCCL_API(ncclResult_t, ncclFoo, (int a, int* b), a, b) { ... } (the parameters, then their names).
+#define NCCL_API(ret, func, params, ...)                                              \
+  static ret func##Body params;                                                       \
+  extern "C" __attribute__((visibility("default"), weak)) ret func params;            \
+  extern "C" __attribute__((visibility("default"), alias(#func))) ret p##func params; \
+  extern "C" ret func params {                                                        \
+    return guardApi(#func, [&]() -> ret { return func##Body(__VA_ARGS__); });         \
+  }                                                                                   \
+  static ret func##Body params
 
 // Returns a non-success ncclResult_t to the caller.
 #define NCCL_TRY(expr)                          \

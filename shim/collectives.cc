@@ -83,14 +83,17 @@ ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclD
 
 }  // namespace
 
-NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count,
-         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+NCCL_API(ncclResult_t, ncclAllReduce,
+         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+          ncclComm_t comm, cudaStream_t stream),
+         sendbuff, recvbuff, count, datatype, op, comm, stream) {
   return allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream, "ncclAllReduce");
 }
 
-NCCL_API(ncclResult_t, ncclAllReduceConfig, const void* sendbuff, void* recvbuff, size_t count,
-         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
-         const ncclCollConfig_t* config) {
+NCCL_API(ncclResult_t, ncclAllReduceConfig,
+         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+          ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
+         sendbuff, recvbuff, count, datatype, op, comm, stream, config) {
   NCCL_TRY(checkCollConfig(config, "ncclAllReduceConfig"));
   return allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream, "ncclAllReduceConfig");
 }
@@ -179,89 +182,113 @@ ncclResult_t scatter(const void* sendbuff, void* recvbuff, size_t count, ncclDat
 
 }  // namespace
 
-NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
-         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+NCCL_API(ncclResult_t, ncclAllGather,
+         (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
+          cudaStream_t stream),
+         sendbuff, recvbuff, sendcount, datatype, comm, stream) {
   return allGather(sendbuff, recvbuff, sendcount, datatype, comm, stream, "ncclAllGather");
 }
 
-NCCL_API(ncclResult_t, ncclAllGatherConfig, const void* sendbuff, void* recvbuff, size_t sendcount,
-         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+NCCL_API(ncclResult_t, ncclAllGatherConfig,
+         (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
+          cudaStream_t stream, const ncclCollConfig_t* config),
+         sendbuff, recvbuff, sendcount, datatype, comm, stream, config) {
   NCCL_TRY(checkCollConfig(config, "ncclAllGatherConfig"));
   return allGather(sendbuff, recvbuff, sendcount, datatype, comm, stream, "ncclAllGatherConfig");
 }
 
-NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
-         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+NCCL_API(ncclResult_t, ncclReduceScatter,
+         (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
+          ncclComm_t comm, cudaStream_t stream),
+         sendbuff, recvbuff, recvcount, datatype, op, comm, stream) {
   return reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, "ncclReduceScatter");
 }
 
-NCCL_API(ncclResult_t, ncclReduceScatterConfig, const void* sendbuff, void* recvbuff, size_t recvcount,
-         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
-         const ncclCollConfig_t* config) {
+NCCL_API(ncclResult_t, ncclReduceScatterConfig,
+         (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
+          ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
+         sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config) {
   NCCL_TRY(checkCollConfig(config, "ncclReduceScatterConfig"));
   return reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, "ncclReduceScatterConfig");
 }
 
-NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count,
-         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+NCCL_API(ncclResult_t, ncclAlltoAll,
+         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+          cudaStream_t stream),
+         sendbuff, recvbuff, count, datatype, comm, stream) {
   return alltoAll(sendbuff, recvbuff, count, datatype, comm, stream, "ncclAlltoAll");
 }
 
-NCCL_API(ncclResult_t, ncclAlltoAllConfig, const void* sendbuff, void* recvbuff, size_t count,
-         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+NCCL_API(ncclResult_t, ncclAlltoAllConfig,
+         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+          cudaStream_t stream, const ncclCollConfig_t* config),
+         sendbuff, recvbuff, count, datatype, comm, stream, config) {
   NCCL_TRY(checkCollConfig(config, "ncclAlltoAllConfig"));
   return alltoAll(sendbuff, recvbuff, count, datatype, comm, stream, "ncclAlltoAllConfig");
 }
 
-NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
-         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+NCCL_API(ncclResult_t, ncclBroadcast,
+         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+          ncclComm_t comm, cudaStream_t stream),
+         sendbuff, recvbuff, count, datatype, root, comm, stream) {
   return broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclBroadcast");
 }
 
-NCCL_API(ncclResult_t, ncclBroadcastConfig, const void* sendbuff, void* recvbuff, size_t count,
-         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
-         const ncclCollConfig_t* config) {
+NCCL_API(ncclResult_t, ncclBroadcastConfig,
+         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+          ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
+         sendbuff, recvbuff, count, datatype, root, comm, stream, config) {
   NCCL_TRY(checkCollConfig(config, "ncclBroadcastConfig"));
   return broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclBroadcastConfig");
 }
 
-NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root,
-         ncclComm_t comm, cudaStream_t stream) {
+NCCL_API(ncclResult_t, ncclBcast,
+         (void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream),
+         buff, count, datatype, root, comm, stream) {
   return broadcast(buff, buff, count, datatype, root, comm, stream, "ncclBcast");
 }
 
-NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count,
-         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+NCCL_API(ncclResult_t, ncclReduce,
+         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+          int root, ncclComm_t comm, cudaStream_t stream),
+         sendbuff, recvbuff, count, datatype, op, root, comm, stream) {
   return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream, "ncclReduce");
 }
 
-NCCL_API(ncclResult_t, ncclReduceConfig, const void* sendbuff, void* recvbuff, size_t count,
-         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
-         const ncclCollConfig_t* config) {
+NCCL_API(ncclResult_t, ncclReduceConfig,
+         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+          int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
+         sendbuff, recvbuff, count, datatype, op, root, comm, stream, config) {
   NCCL_TRY(checkCollConfig(config, "ncclReduceConfig"));
   return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream, "ncclReduceConfig");
 }
 
-NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count,
-         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+NCCL_API(ncclResult_t, ncclGather,
+         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+          ncclComm_t comm, cudaStream_t stream),
+         sendbuff, recvbuff, count, datatype, root, comm, stream) {
   return gather(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclGather");
 }
 
-NCCL_API(ncclResult_t, ncclGatherConfig, const void* sendbuff, void* recvbuff, size_t count,
-         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
-         const ncclCollConfig_t* config) {
+NCCL_API(ncclResult_t, ncclGatherConfig,
+         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+          ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
+         sendbuff, recvbuff, count, datatype, root, comm, stream, config) {
   NCCL_TRY(checkCollConfig(config, "ncclGatherConfig"));
   return gather(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclGatherConfig");
 }
 
-NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count,
-         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+NCCL_API(ncclResult_t, ncclScatter,
+         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+          ncclComm_t comm, cudaStream_t stream),
+         sendbuff, recvbuff, count, datatype, root, comm, stream) {
   return scatter(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclScatter");
 }
 
-NCCL_API(ncclResult_t, ncclScatterConfig, const void* sendbuff, void* recvbuff, size_t count,
-         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
-         const ncclCollConfig_t* config) {
+NCCL_API(ncclResult_t, ncclScatterConfig,
+         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+          ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
+         sendbuff, recvbuff, count, datatype, root, comm, stream, config) {
   NCCL_TRY(checkCollConfig(config, "ncclScatterConfig"));
   return scatter(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclScatterConfig");
 }

@@ -26,19 +26,21 @@ void release(ncclComm* comm, bool abort) {
   }
   const Clock::time_point raised = Clock::now();
   std::unique_ptr<Communicator> impl;
+  std::thread worker;  // taken by one caller only: a concurrent abort and destroy find it gone
   {
     std::unique_lock<std::shared_mutex> lock(comm->implMutex);
     impl = std::move(comm->impl);
+    worker = std::move(comm->worker);
     comm->state = abort ? CommState::kAborted : CommState::kDestroyed;
   }
   const Clock::time_point locked = Clock::now();
-  if (comm->worker.joinable()) {
+  if (worker.joinable()) {
     // An initialisation still in the rendezvous may wait for ranks that never come: leave it to
     // finish (or time out) on its own; runJob drops what it built once it sees the new state.
     if (abort)
-      comm->worker.detach();
+      worker.detach();
     else
-      comm->worker.join();
+      worker.join();
   }
   impl.reset();
   comm->state = CommState::kDestroyed;
@@ -62,47 +64,47 @@ ncclResult_t newChildHandle(ncclComm_t parent, ncclConfig_t* config, ncclComm** 
 
 }  // namespace
 
-NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
+NCCL_API(ncclResult_t, ncclCommFinalize, (ncclComm_t comm), comm) {
   // Work is only ever enqueued on the caller's streams, so there is nothing left to flush here.
   return checkKnownComm(comm, "ncclCommFinalize");
 }
 
-NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
+NCCL_API(ncclResult_t, ncclCommDestroy, (ncclComm_t comm), comm) {
   if (comm == nullptr) return ncclSuccess;
   NCCL_TRY(checkKnownComm(comm, "ncclCommDestroy"));
   release(comm, /*abort=*/false);
   return ncclSuccess;
 }
 
-NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
+NCCL_API(ncclResult_t, ncclCommAbort, (ncclComm_t comm), comm) {
   if (comm == nullptr) return ncclSuccess;
   NCCL_TRY(checkKnownComm(comm, "ncclCommAbort"));
   release(comm, /*abort=*/true);
   return ncclSuccess;
 }
 
-NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
+NCCL_API(ncclResult_t, ncclCommCount, (const ncclComm_t comm, int* count), comm, count) {
   NCCL_TRY(checkKnownComm(comm, "ncclCommCount"));
   if (count == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommCount: count is NULL"));
   *count = comm->nranks;
   return ncclSuccess;
 }
 
-NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
+NCCL_API(ncclResult_t, ncclCommCuDevice, (const ncclComm_t comm, int* device), comm, device) {
   NCCL_TRY(checkKnownComm(comm, "ncclCommCuDevice"));
   if (device == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommCuDevice: device is NULL"));
   *device = comm->device;
   return ncclSuccess;
 }
 
-NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
+NCCL_API(ncclResult_t, ncclCommUserRank, (const ncclComm_t comm, int* rank), comm, rank) {
   NCCL_TRY(checkKnownComm(comm, "ncclCommUserRank"));
   if (rank == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommUserRank: rank is NULL"));
   *rank = comm->rank;
   return ncclSuccess;
 }
 
-NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
+NCCL_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t* asyncError), comm, asyncError) {
   NCCL_TRY(checkKnownComm(comm, "ncclCommGetAsyncError"));
   if (asyncError == nullptr)
     return toNccl(fail(Status::kInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL"));
@@ -124,8 +126,9 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asy
   return ncclSuccess;
 }
 
-NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
-         ncclConfig_t* config) {
+NCCL_API(ncclResult_t, ncclCommSplit,
+         (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config), comm, color, key,
+         newcomm, config) {
   NCCL_TRY(checkReadyComm(comm, "ncclCommSplit"));
   if (newcomm == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommSplit: newcomm is NULL"));
   *newcomm = nullptr;
@@ -152,8 +155,10 @@ NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
   return result;
 }
 
-NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
-         ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+NCCL_API(ncclResult_t, ncclCommShrink,
+         (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+          ncclConfig_t* config, int shrinkFlags),
+         comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags) {
   NCCL_TRY(checkReadyComm(comm, "ncclCommShrink"));
   if (newcomm == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommShrink: newcomm is NULL"));
   *newcomm = nullptr;
@@ -184,7 +189,7 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, i
   });
 }
 
-NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) {
+NCCL_API(const char*, ncclGetErrorString, (ncclResult_t result), result) {
   switch (result) {
     case ncclSuccess:
       return "no error";
@@ -209,7 +214,7 @@ NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) {
   }
 }
 
-NCCL_API(const char*, ncclGetLastError, ncclComm_t comm) {
+NCCL_API(const char*, ncclGetLastError, (ncclComm_t comm), comm) {
   const char* text = mscclpp_nccl::lastError();
   if (text[0] == '\0' && comm != nullptr && comm->magic == ncclComm::kMagic && !comm->initError.empty())
     return comm->initError.c_str();

@@ -36,7 +36,8 @@ namespace {
 void runJob(ncclComm* comm, const CommJob& job) {
   DeviceGuard guard(comm->device);
   std::unique_ptr<mscclpp_nccl::Communicator> impl;
-  Status status = job(&impl);
+  const Status status =
+      static_cast<Status>(guardApi("comm initialization", [&] { return toNccl(job(&impl)); }));
   std::unique_lock<std::shared_mutex> lock(comm->implMutex);
   if (comm->state != CommState::kInitializing) return;  // aborted meanwhile: drop what was built
   if (status == Status::kSuccess) {
@@ -50,6 +51,21 @@ void runJob(ncclComm* comm, const CommJob& job) {
   }
 }
 
+// Runs the job on `comm->worker`; a thread the system refuses fails the initialisation.
+ncclResult_t startWorker(ncclComm* comm, const CommJob& job) {
+  std::unique_lock<std::shared_mutex> lock(comm->implMutex);
+  const ncclResult_t started = guardApi("comm initialization", [&] {
+    comm->worker = std::thread([comm, job] { guardApi("comm initialization", [&] { runJob(comm, job); }); });
+    return ncclInProgress;
+  });
+  if (started != ncclInProgress) {
+    comm->initError = mscclpp_nccl::lastError();
+    comm->initResult = started;
+    comm->state = CommState::kFailed;
+  }
+  return started;
+}
+
 }  // namespace
 
 ncclResult_t startCommJob(ncclComm* comm, CommJob job) {
@@ -59,15 +75,11 @@ ncclResult_t startCommJob(ncclComm* comm, CommJob job) {
         runJob(comm, job);
         return comm->initResult.load();
       }
-      comm->worker = std::thread([comm, job]() { runJob(comm, job); });
-      return ncclInProgress;
+      return startWorker(comm, job);
     });
     return ncclSuccess;
   }
-  if (!comm->blocking) {
-    comm->worker = std::thread([comm, job = std::move(job)]() { runJob(comm, job); });
-    return ncclInProgress;
-  }
+  if (!comm->blocking) return startWorker(comm, job);
   runJob(comm, job);
   if (comm->initResult != ncclSuccess) mscclpp_nccl::setLastError(comm->initError.c_str());
   return comm->initResult;

@@ -38,7 +38,9 @@ struct ncclComm {
   // so that a watchdog thread's ncclCommAbort never frees what another thread is using.
   std::shared_mutex implMutex;
   std::unique_ptr<mscclpp_nccl::Communicator> impl;
-  std::thread worker;  // runs a non-blocking initialisation
+  // Runs a non-blocking initialisation. Set and taken under `implMutex` held exclusively, so that
+  // concurrent abort and destroy never both join or detach it.
+  std::thread worker;
 
   std::mutex opsMutex;
   std::vector<PreMulSumOp> preMulSumOps;  // op value = ncclNumOps + index

@@ -1,7 +1,9 @@
 #include "shim/group.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstddef>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -71,12 +73,15 @@ ncclResult_t runPending(std::vector<PendingWork> pending) {
     else
       chain->push_back(i);
   }
-  std::vector<std::thread> threads;
-  for (const std::vector<size_t>& chain : chains)
-    threads.emplace_back([&, chain] {
-      for (size_t i : chain) results[i] = pending[i].work();
-    });
-  for (std::thread& t : threads) t.join();
+  std::vector<ncclResult_t> chainResults;
+  NCCL_TRY(runConcurrently(
+      chains.size(),
+      [&](size_t c) {
+        for (size_t i : chains[c]) results[i] = pending[i].work();
+        return ncclSuccess;
+      },
+      &chainResults, "ncclGroupEnd"));
+  for (ncclResult_t r : chainResults) NCCL_TRY(r);  // a chain's item failed in an unexpected way
   ncclResult_t overall = ncclSuccess;
   for (ncclResult_t r : results) {
     if (r != ncclSuccess && r != ncclInProgress) return r;
@@ -86,6 +91,35 @@ ncclResult_t runPending(std::vector<PendingWork> pending) {
 }
 
 }  // namespace
+
+ncclResult_t runConcurrently(size_t count, const std::function<ncclResult_t(size_t)>& task,
+                             std::vector<ncclResult_t>* results, const char* function) {
+  std::mutex mutex;
+  std::condition_variable started;
+  bool decided = false, run = false;
+  std::vector<std::thread> threads;
+  results->assign(count, ncclSuccess);
+  const ncclResult_t created = guardApi(function, [&] {
+    threads.reserve(count);
+    for (size_t i = 0; i < count; ++i)
+      threads.emplace_back([&, i] {
+        {
+          std::unique_lock<std::mutex> lock(mutex);
+          started.wait(lock, [&] { return decided; });
+        }
+        if (run) (*results)[i] = guardApi(function, [&] { return task(i); });
+      });
+    return ncclSuccess;
+  });
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    decided = true;
+    run = created == ncclSuccess;
+  }
+  started.notify_all();
+  for (std::thread& t : threads) t.join();
+  return created;
+}
 
 int groupDepth() { return tlsGroupDepth; }
 
@@ -99,12 +133,12 @@ void deferToGroupEnd(ncclComm* comm, cudaStream_t stream, StreamLaunch launch) {
   tlsStreamWork.push_back(StreamWork{comm, stream, std::move(launch)});
 }
 
-NCCL_API(ncclResult_t, ncclGroupStart, void) {
+NCCL_API(ncclResult_t, ncclGroupStart, (void)) {
   ++tlsGroupDepth;
   return ncclSuccess;
 }
 
-NCCL_API(ncclResult_t, ncclGroupEnd, void) {
+NCCL_API(ncclResult_t, ncclGroupEnd, (void)) {
   if (tlsGroupDepth == 0)
     return toNccl(fail(Status::kInvalidUsage, "ncclGroupEnd: no matching ncclGroupStart"));
   if (--tlsGroupDepth > 0) return ncclSuccess;
@@ -119,7 +153,7 @@ NCCL_API(ncclResult_t, ncclGroupEnd, void) {
   return calls != ncclSuccess ? calls : inits;
 }
 
-NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
+NCCL_API(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo), simInfo) {
   if (simInfo == nullptr)
     return toNccl(fail(Status::kInvalidArgument, "ncclGroupSimulateEnd: simInfo is NULL"));
   if (tlsGroupDepth == 0)

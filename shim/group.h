@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "native/communicator.h"
 #include "shim/api.h"
@@ -22,6 +23,12 @@ uint64_t groupEpoch();
 // thread, which runs such work on threads of its own and joins them before it returns; items with the
 // same `orderKey` (a communicator's registrations, collective in call order) share one thread, in order.
 void deferToGroupEnd(std::function<ncclResult_t()> work, const void* orderKey = nullptr);
+
+// Runs task(0..count) on a thread each and joins them; (*results)[i] is what task(i) returned. No task
+// starts before every thread exists (tasks may wait for each other, as ranks in one rendezvous do), so
+// a thread the system refuses fails the whole call with ncclSystemError and no task runs.
+ncclResult_t runConcurrently(size_t count, const std::function<ncclResult_t(size_t)>& task,
+                             std::vector<ncclResult_t>* results, const char* function);
 
 // Work of one collective or transfer, issued on the stream it is given.
 using StreamLaunch = std::function<mscclpp_nccl::Status(mscclpp_nccl::Communicator&, cudaStream_t)>;

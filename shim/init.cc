@@ -2,11 +2,11 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "native/bootstrap/bootstrap.h"
 #include "shim/comm_handle.h"
+#include "shim/group.h"
 
 using mscclpp_nccl::Communicator;
 using mscclpp_nccl::fail;
@@ -57,13 +57,13 @@ ncclResult_t initRank(ncclComm_t* out, int nranks, const UniqueId& id, int rank,
 
 }  // namespace
 
-NCCL_API(ncclResult_t, ncclGetVersion, int* version) {
+NCCL_API(ncclResult_t, ncclGetVersion, (int* version), version) {
   if (version == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclGetVersion: version is NULL"));
   *version = NCCL_VERSION_CODE;
   return ncclSuccess;
 }
 
-NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
+NCCL_API(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * uniqueId), uniqueId) {
   if (uniqueId == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclGetUniqueId: uniqueId is NULL"));
   UniqueId id;
   Status status = mscclpp_nccl::bootstrapCreateUniqueId(&id);
@@ -72,25 +72,29 @@ NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
   return ncclSuccess;
 }
 
-NCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+NCCL_API(ncclResult_t, ncclCommInitRank, (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank), comm,
+         nranks, commId, rank) {
   return initRank(comm, nranks, toNative(commId), rank, nullptr, "ncclCommInitRank");
 }
 
-NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
-         ncclConfig_t* config) {
+NCCL_API(ncclResult_t, ncclCommInitRankConfig,
+         (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config), comm, nranks,
+         commId, rank, config) {
   return initRank(comm, nranks, toNative(commId), rank, config, "ncclCommInitRankConfig");
 }
 
 // Several ids spread the rendezvous over several roots in stock NCCL; one root serves any number of
 // ranks here, so every rank meets at the first id (all ranks are given the same array).
-NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank, int nId,
-         ncclUniqueId* commIds, ncclConfig_t* config) {
+NCCL_API(ncclResult_t, ncclCommInitRankScalable,
+         (ncclComm_t * newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config),
+         newcomm, nranks, myrank, nId, commIds, config) {
   if (commIds == nullptr || nId < 1)
     return toNccl(fail(Status::kInvalidArgument, "ncclCommInitRankScalable: needs at least one unique id"));
   return initRank(newcomm, nranks, toNative(commIds[0]), myrank, config, "ncclCommInitRankScalable");
 }
 
-NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* devlist) {
+NCCL_API(ncclResult_t, ncclCommInitAll, (ncclComm_t * comms, int ndev, const int* devlist), comms, ndev,
+         devlist) {
   if (comms == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommInitAll: comms is NULL"));
   if (ndev < 1)
     return toNccl(fail(Status::kInvalidArgument, "ncclCommInitAll: ndev %d is not positive", ndev));
@@ -107,17 +111,18 @@ NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* 
   ncclUniqueId id;
   NCCL_TRY(ncclGetUniqueId(&id));
   // Every rank blocks in the rendezvous until all have arrived, so they start together.
-  std::vector<ncclResult_t> results(ndev, ncclSuccess);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < ndev; ++i) {
-    threads.emplace_back([&, i] {
-      DeviceGuard guard(devlist ? devlist[i] : i);
-      results[i] = initRank(&comms[i], ndev, toNative(id), i, nullptr, "ncclCommInitAll");
-      if (results[i] != ncclSuccess)
-        mscclpp_nccl::logWarn("ncclCommInitAll: rank %d: %s", i, mscclpp_nccl::lastError());
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  std::vector<ncclResult_t> results;
+  NCCL_TRY(runConcurrently(
+      ndev,
+      [&](size_t i) {
+        DeviceGuard guard(devlist ? devlist[i] : static_cast<int>(i));
+        ncclResult_t result =
+            initRank(&comms[i], ndev, toNative(id), static_cast<int>(i), nullptr, "ncclCommInitAll");
+        if (result != ncclSuccess)
+          mscclpp_nccl::logWarn("ncclCommInitAll: rank %zu: %s", i, mscclpp_nccl::lastError());
+        return result;
+      },
+      &results, "ncclCommInitAll"));
   for (int i = 0; i < ndev; ++i) {
     if (results[i] != ncclSuccess) {
       for (int j = 0; j < ndev; ++j) {

@@ -6,6 +6,10 @@
 // NCCL_WIN_COLL_SYMMETRIC, all-reduces whose buffers lie in windows go zero-copy.
 #include <cuda_runtime.h>
 
+#include <memory>
+#include <mutex>
+#include <unordered_set>
+
 #include "native/transport/device_memory.h"
 #include "shim/comm_handle.h"
 #include "shim/group.h"
@@ -34,44 +38,81 @@ struct Registration {
   size_t size;
 };
 
+// Registrations and windows handed out and not yet deregistered. A handle is looked up here before it
+// is read, so that a stale or made-up one is an error instead of a read of freed or unmapped memory.
+class LiveHandles {
+ public:
+  void add(const void* handle) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    handles_.insert(handle);
+  }
+  bool contains(const void* handle) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return handles_.count(handle) != 0;
+  }
+  // True when `handle` was live (and now is not): only one of two racing deregistrations frees it.
+  bool remove(const void* handle) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return handles_.erase(handle) != 0;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_set<const void*> handles_;
+};
+
+LiveHandles& liveHandles() {
+  static LiveHandles* handles = new LiveHandles();  // never destroyed: calls may come during exit
+  return *handles;
+}
+
 }  // namespace
 
-NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
+NCCL_API(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size), ptr, size) {
   if (ptr == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclMemAlloc: ptr is NULL"));
   *ptr = nullptr;
   if (size == 0) return ncclSuccess;
   return toNccl(mscclpp_nccl::allocateShareable(size, ptr));
 }
 
-NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
+NCCL_API(ncclResult_t, ncclMemFree, (void* ptr), ptr) {
   if (ptr == nullptr) return ncclSuccess;
   return toNccl(mscclpp_nccl::freeShareable(ptr));
 }
 
-NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) {
+NCCL_API(ncclResult_t, ncclCommRegister, (const ncclComm_t comm, void* buff, size_t size, void** handle),
+         comm, buff, size, handle) {
   NCCL_TRY(checkReadyComm(comm, "ncclCommRegister"));
   if (buff == nullptr || handle == nullptr)
     return toNccl(fail(Status::kInvalidArgument, "ncclCommRegister: buff or handle is NULL"));
-  *handle = new Registration{Registration::kMagic, comm, buff, size};
+  std::unique_ptr<Registration> registration(new Registration{Registration::kMagic, comm, buff, size});
+  liveHandles().add(registration.get());  // may throw: the registration is not leaked
+  *handle = registration.release();
   return ncclSuccess;
 }
 
-NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
+NCCL_API(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void* handle), comm, handle) {
   NCCL_TRY(checkKnownComm(comm, "ncclCommDeregister"));
   auto* registration = static_cast<Registration*>(handle);
-  if (registration == nullptr || registration->magic != Registration::kMagic || registration->comm != comm)
-    return toNccl(fail(Status::kInvalidArgument, "ncclCommDeregister: not a registration of this comm"));
+  // NCCL answers ncclInvalidUsage to a handle it does not know.
+  if (!liveHandles().contains(registration) || registration->magic != Registration::kMagic ||
+      registration->comm != comm || !liveHandles().remove(registration))
+    return toNccl(fail(Status::kInvalidUsage, "ncclCommDeregister: not a registration of this comm"));
   registration->magic = 0;
   delete registration;
   return ncclSuccess;
 }
 
-NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
-         int winFlags) {
+NCCL_API(ncclResult_t, ncclCommWindowRegister,
+         (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags), comm, buff, size, win,
+         winFlags) {
   NCCL_TRY(checkReadyComm(comm, "ncclCommWindowRegister"));
   if (buff == nullptr || win == nullptr)
     return toNccl(fail(Status::kInvalidArgument, "ncclCommWindowRegister: buff or win is NULL"));
-  auto* window = new ncclWindow_vidmem{ncclWindow_vidmem::kMagic, comm, buff, size, winFlags};
+  std::unique_ptr<ncclWindow_vidmem> owned(
+      new ncclWindow_vidmem{ncclWindow_vidmem::kMagic, comm, buff, size, winFlags});
+  liveHandles().add(owned.get());
+  ncclWindow_vidmem* window = owned.release();
   *win = window;
   // Collective: inside a group it runs at ncclGroupEnd, concurrently with the other communicators'
   // registrations of this thread (one thread may register for every rank of its process), and after
@@ -94,15 +135,17 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size
   ncclResult_t result = work();
   if (result != ncclSuccess) {
     *win = nullptr;
+    liveHandles().remove(window);
     window->magic = 0;
     delete window;
   }
   return result;
 }
 
-NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
+NCCL_API(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win), comm, win) {
   NCCL_TRY(checkKnownComm(comm, "ncclCommWindowDeregister"));
-  if (win == nullptr || win->magic != ncclWindow_vidmem::kMagic || win->comm != comm)
+  if (!liveHandles().contains(win) || win->magic != ncclWindow_vidmem::kMagic || win->comm != comm ||
+      !liveHandles().remove(win))
     return toNccl(fail(Status::kInvalidArgument, "ncclCommWindowDeregister: not a window of this comm"));
   ncclResult_t result = ncclSuccess;
   if (mscclpp_nccl::SymmetricWindow* native = win->native.load()) {
@@ -117,27 +160,29 @@ NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t w
   return result;
 }
 
-NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
+NCCL_API(ncclResult_t, ncclWinGetUserPtr, (ncclComm_t comm, ncclWindow_t win, void** outUserPtr), comm, win,
+         outUserPtr) {
   NCCL_TRY(checkKnownComm(comm, "ncclWinGetUserPtr"));
-  if (win == nullptr || win->magic != ncclWindow_vidmem::kMagic || outUserPtr == nullptr)
+  if (!liveHandles().contains(win) || win->magic != ncclWindow_vidmem::kMagic || outUserPtr == nullptr)
     return toNccl(fail(Status::kInvalidArgument, "ncclWinGetUserPtr: bad window or NULL output"));
   *outUserPtr = win->userPtr;
   return ncclSuccess;
 }
 
-NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int) {
+NCCL_API(ncclResult_t, ncclCommSuspend, (ncclComm_t comm, int flags), comm, flags) {
   NCCL_TRY(checkReadyComm(comm, "ncclCommSuspend"));
   return toNccl(fail(Status::kInvalidUsage,
                      "ncclCommSuspend: not supported by mscclpp-nccl (its scratch buffers stay resident)"));
 }
 
-NCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm) {
+NCCL_API(ncclResult_t, ncclCommResume, (ncclComm_t comm), comm) {
   NCCL_TRY(checkReadyComm(comm, "ncclCommResume"));
   return toNccl(
       fail(Status::kInvalidUsage, "ncclCommResume: not supported by mscclpp-nccl (nothing is suspended)"));
 }
 
-NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
+NCCL_API(ncclResult_t, ncclCommMemStats, (ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value), comm,
+         stat, value) {
   NCCL_TRY(checkReadyComm(comm, "ncclCommMemStats"));
   if (value == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommMemStats: value is NULL"));
   std::shared_lock<std::shared_mutex> lock(comm->implMutex);

@@ -44,8 +44,10 @@ ncclResult_t resolveReduceOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type
   return ncclSuccess;
 }
 
-NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
-         ncclScalarResidence_t residence, ncclComm_t comm) {
+NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum,
+         (ncclRedOp_t * op, void* scalar, ncclDataType_t datatype, ncclScalarResidence_t residence,
+          ncclComm_t comm),
+         op, scalar, datatype, residence, comm) {
   NCCL_TRY(checkReadyComm(comm, "ncclRedOpCreatePreMulSum"));
   if (op == nullptr || scalar == nullptr)
     return toNccl(fail(Status::kInvalidArgument, "ncclRedOpCreatePreMulSum: op or scalar is NULL"));
@@ -75,7 +77,7 @@ NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar, 
   return ncclSuccess;
 }
 
-NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
+NCCL_API(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm), op, comm) {
   NCCL_TRY(checkKnownComm(comm, "ncclRedOpDestroy"));
   std::lock_guard<std::mutex> lock(comm->opsMutex);
   size_t index = static_cast<size_t>(op) - ncclNumOps;

@@ -47,203 +47,227 @@ int noRank(const char* function) {
 
 // ---- nccl.h: communicator growth and revocation -------------------------------------------------
 
-NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
-         ncclComm_t* newcomm, ncclConfig_t* config) {
+NCCL_API(ncclResult_t, ncclCommGrow,
+         (ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+          ncclConfig_t* config),
+         comm, nRanks, uniqueId, rank, newcomm, config) {
   return notImplemented("ncclCommGrow");
 }
 
-NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
+NCCL_API(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags), comm, revokeFlags) {
   return notImplemented("ncclCommRevoke");
 }
 
-NCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId* uniqueId) {
+NCCL_API(ncclResult_t, ncclCommGetUniqueId, (ncclComm_t comm, ncclUniqueId* uniqueId), comm, uniqueId) {
   return notImplemented("ncclCommGetUniqueId");
 }
 
 // ---- nccl.h: one-sided signals ------------------------------------------------------------------
 
-NCCL_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
-         ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
-         cudaStream_t stream) {
+NCCL_API(ncclResult_t, ncclPutSignal,
+         (const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
+          size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+          cudaStream_t stream),
+         localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream) {
   return notImplemented("ncclPutSignal");
 }
 
-NCCL_API(ncclResult_t, ncclSignal, int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
-         cudaStream_t stream) {
+NCCL_API(ncclResult_t, ncclSignal,
+         (int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream), peer,
+         sigIdx, ctx, flags, comm, stream) {
   return notImplemented("ncclSignal");
 }
 
-NCCL_API(ncclResult_t, ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
-         cudaStream_t stream) {
+NCCL_API(ncclResult_t, ncclWaitSignal,
+         (int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream), nDesc,
+         signalDescs, comm, stream) {
   return notImplemented("ncclWaitSignal");
 }
 
 // ---- nccl.h: socket encryption ------------------------------------------------------------------
 
-NCCL_API(ncclResult_t, ncclSetEncryption, const ncclEncryptionConfig_t* config) {
+NCCL_API(ncclResult_t, ncclSetEncryption, (const ncclEncryptionConfig_t* config), config) {
   return notImplemented("ncclSetEncryption");
 }
 
 // ---- nccl.h: runtime parameters -----------------------------------------------------------------
 
-NCCL_API(ncclResult_t, ncclParamBind, ncclParamHandle_t* out, const char* key) {
+NCCL_API(ncclResult_t, ncclParamBind, (ncclParamHandle_t * out, const char* key), out, key) {
   return notImplemented("ncclParamBind");
 }
 
-NCCL_API(ncclResult_t, ncclParamGetI8, ncclParamHandle_t h, int8_t* out) {
+NCCL_API(ncclResult_t, ncclParamGetI8, (ncclParamHandle_t h, int8_t* out), h, out) {
   return notImplemented("ncclParamGetI8");
 }
 
-NCCL_API(ncclResult_t, ncclParamGetI16, ncclParamHandle_t h, int16_t* out) {
+NCCL_API(ncclResult_t, ncclParamGetI16, (ncclParamHandle_t h, int16_t* out), h, out) {
   return notImplemented("ncclParamGetI16");
 }
 
-NCCL_API(ncclResult_t, ncclParamGetI32, ncclParamHandle_t h, int32_t* out) {
+NCCL_API(ncclResult_t, ncclParamGetI32, (ncclParamHandle_t h, int32_t* out), h, out) {
   return notImplemented("ncclParamGetI32");
 }
 
-NCCL_API(ncclResult_t, ncclParamGetI64, ncclParamHandle_t h, int64_t* out) {
+NCCL_API(ncclResult_t, ncclParamGetI64, (ncclParamHandle_t h, int64_t* out), h, out) {
   return notImplemented("ncclParamGetI64");
 }
 
-NCCL_API(ncclResult_t, ncclParamGetU8, ncclParamHandle_t h, uint8_t* out) {
+NCCL_API(ncclResult_t, ncclParamGetU8, (ncclParamHandle_t h, uint8_t* out), h, out) {
   return notImplemented("ncclParamGetU8");
 }
 
-NCCL_API(ncclResult_t, ncclParamGetU16, ncclParamHandle_t h, uint16_t* out) {
+NCCL_API(ncclResult_t, ncclParamGetU16, (ncclParamHandle_t h, uint16_t* out), h, out) {
   return notImplemented("ncclParamGetU16");
 }
 
-NCCL_API(ncclResult_t, ncclParamGetU32, ncclParamHandle_t h, uint32_t* out) {
+NCCL_API(ncclResult_t, ncclParamGetU32, (ncclParamHandle_t h, uint32_t* out), h, out) {
   return notImplemented("ncclParamGetU32");
 }
 
-NCCL_API(ncclResult_t, ncclParamGetU64, ncclParamHandle_t h, uint64_t* out) {
+NCCL_API(ncclResult_t, ncclParamGetU64, (ncclParamHandle_t h, uint64_t* out), h, out) {
   return notImplemented("ncclParamGetU64");
 }
 
-NCCL_API(ncclResult_t, ncclParamGetStr, ncclParamHandle_t h, const char** out) {
+NCCL_API(ncclResult_t, ncclParamGetStr, (ncclParamHandle_t h, const char** out), h, out) {
   return notImplemented("ncclParamGetStr");
 }
 
-NCCL_API(ncclResult_t, ncclParamGet, ncclParamHandle_t h, void* out, int maxLen, int* len) {
+NCCL_API(ncclResult_t, ncclParamGet, (ncclParamHandle_t h, void* out, int maxLen, int* len), h, out, maxLen,
+         len) {
   return notImplemented("ncclParamGet");
 }
 
-NCCL_API(ncclResult_t, ncclParamGetParameter, const char* key, const char** value, int* valueLen) {
+NCCL_API(ncclResult_t, ncclParamGetParameter, (const char* key, const char** value, int* valueLen), key,
+         value, valueLen) {
   return notImplemented("ncclParamGetParameter");
 }
 
-NCCL_API(ncclResult_t, ncclParamGetAllParameterKeys, const char*** table, int* tableLen) {
+NCCL_API(ncclResult_t, ncclParamGetAllParameterKeys, (const char*** table, int* tableLen), table, tableLen) {
   return notImplemented("ncclParamGetAllParameterKeys");
 }
 
 // There is no parameter registry to dump.
-NCCL_API(void, ncclParamDumpAll, void) {}
+NCCL_API(void, ncclParamDumpAll, (void)) {}
 
 // ---- Debug re-initialisation --------------------------------------------------------------------
 
 // Logging reads NCCL_DEBUG when first used; there is nothing to reset.
-NCCL_API(void, ncclResetDebugInit, void) {}
+NCCL_API(void, ncclResetDebugInit, (void)) {}
 
 // Stock exports this one strong and without a p-twin.
 extern "C" __attribute__((visibility("default"))) void ncclResetDebugInitInternal(void) {}
 
 // ---- nccl_device/host.h: device communicators ---------------------------------------------------
 
-NCCL_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, CommProperties* props) {
+NCCL_API(ncclResult_t, ncclCommQueryProperties, (ncclComm_t comm, CommProperties* props), comm, props) {
   return notImplemented("ncclCommQueryProperties");
 }
 
-NCCL_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, const DevCommRequirements* reqs,
-         DevComm* outDevComm) {
+NCCL_API(ncclResult_t, ncclDevCommCreate,
+         (ncclComm_t comm, const DevCommRequirements* reqs, DevComm* outDevComm), comm, reqs, outDevComm) {
   return notImplemented("ncclDevCommCreate");
 }
 
-NCCL_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, const DevComm* devComm) {
+NCCL_API(ncclResult_t, ncclDevCommDestroy, (ncclComm_t comm, const DevComm* devComm), comm, devComm) {
   return notImplemented("ncclDevCommDestroy");
 }
 
 // ---- nccl_device/host.h: window pointers --------------------------------------------------------
 
-NCCL_API(ncclResult_t, ncclGetLsaMultimemDevicePointer, ncclWindow_t window, size_t offset, void** outPtr) {
+NCCL_API(ncclResult_t, ncclGetLsaMultimemDevicePointer, (ncclWindow_t window, size_t offset, void** outPtr),
+         window, offset, outPtr) {
   return notImplemented("ncclGetLsaMultimemDevicePointer");
 }
 
-NCCL_API(ncclResult_t, ncclGetMultimemDevicePointer, ncclWindow_t window, size_t offset,
-         MultimemHandle multimem, void** outPtr) {
+NCCL_API(ncclResult_t, ncclGetMultimemDevicePointer,
+         (ncclWindow_t window, size_t offset, MultimemHandle multimem, void** outPtr), window, offset,
+         multimem, outPtr) {
   return notImplemented("ncclGetMultimemDevicePointer");
 }
 
-NCCL_API(ncclResult_t, ncclGetLsaDevicePointer, ncclWindow_t window, size_t offset, int lsaRank,
-         void** outPtr) {
+NCCL_API(ncclResult_t, ncclGetLsaDevicePointer,
+         (ncclWindow_t window, size_t offset, int lsaRank, void** outPtr), window, offset, lsaRank, outPtr) {
   return notImplemented("ncclGetLsaDevicePointer");
 }
 
-NCCL_API(ncclResult_t, ncclGetPeerDevicePointer, ncclWindow_t window, size_t offset, int peer,
-         void** outPtr) {
+NCCL_API(ncclResult_t, ncclGetPeerDevicePointer,
+         (ncclWindow_t window, size_t offset, int peer, void** outPtr), window, offset, peer, outPtr) {
   return notImplemented("ncclGetPeerDevicePointer");
 }
 
-NCCL_API(ncclResult_t, ncclGetMultimemDeviceLeInfo, ncclWindow_t window, size_t offset, CftLeId* leId,
-         size_t* leOffset) {
+NCCL_API(ncclResult_t, ncclGetMultimemDeviceLeInfo,
+         (ncclWindow_t window, size_t offset, CftLeId* leId, size_t* leOffset), window, offset, leId,
+         leOffset) {
   return notImplemented("ncclGetMultimemDeviceLeInfo");
 }
 
-NCCL_API(ncclResult_t, ncclGetCftDeviceLeInfo, ncclWindow_t window, size_t offset, int peerCft, Team cftTeam,
-         CftLeId* leId, size_t* leOffset) {
+NCCL_API(ncclResult_t, ncclGetCftDeviceLeInfo,
+         (ncclWindow_t window, size_t offset, int peerCft, Team cftTeam, CftLeId* leId, size_t* leOffset),
+         window, offset, peerCft, cftTeam, leId, leOffset) {
   return notImplemented("ncclGetCftDeviceLeInfo");
 }
 
-NCCL_API(ncclResult_t, ncclGetPeerDeviceLeInfo, ncclWindow_t window, size_t offset, int peerWorld,
-         CftLeId* leId, size_t* leOffset) {
+NCCL_API(ncclResult_t, ncclGetPeerDeviceLeInfo,
+         (ncclWindow_t window, size_t offset, int peerWorld, CftLeId* leId, size_t* leOffset), window, offset,
+         peerWorld, leId, leOffset) {
   return notImplemented("ncclGetPeerDeviceLeInfo");
 }
 
 // ---- nccl_device/host.h: teams ------------------------------------------------------------------
 
-NCCL_API(Team, ncclTeamWorld, ncclComm_t comm) { return noTeam("ncclTeamWorld"); }
+NCCL_API(Team, ncclTeamWorld, (ncclComm_t comm), comm) { return noTeam("ncclTeamWorld"); }
 
-NCCL_API(Team, ncclTeamLsa, ncclComm_t comm) { return noTeam("ncclTeamLsa"); }
+NCCL_API(Team, ncclTeamLsa, (ncclComm_t comm), comm) { return noTeam("ncclTeamLsa"); }
 
-NCCL_API(Team, ncclTeamCft, ncclComm_t comm, CftTeamMode mode) { return noTeam("ncclTeamCft"); }
+NCCL_API(Team, ncclTeamCft, (ncclComm_t comm, CftTeamMode mode), comm, mode) { return noTeam("ncclTeamCft"); }
 
-NCCL_API(Team, ncclTeamCftMultimem, ncclComm_t comm) { return noTeam("ncclTeamCftMultimem"); }
+NCCL_API(Team, ncclTeamCftMultimem, (ncclComm_t comm), comm) { return noTeam("ncclTeamCftMultimem"); }
 
-NCCL_API(Team, ncclTeamRail, ncclComm_t comm) { return noTeam("ncclTeamRail"); }
+NCCL_API(Team, ncclTeamRail, (ncclComm_t comm), comm) { return noTeam("ncclTeamRail"); }
 
-NCCL_API(int, ncclTeamRankToWorld, ncclComm_t comm, Team team, int rank) {
+NCCL_API(int, ncclTeamRankToWorld, (ncclComm_t comm, Team team, int rank), comm, team, rank) {
   return noRank("ncclTeamRankToWorld");
 }
 
-NCCL_API(int, ncclTeamRankToLsa, ncclComm_t comm, Team team, int rank) { return noRank("ncclTeamRankToLsa"); }
+NCCL_API(int, ncclTeamRankToLsa, (ncclComm_t comm, Team team, int rank), comm, team, rank) {
+  return noRank("ncclTeamRankToLsa");
+}
 
 // ---- nccl_device/host.h: device resource requirements -------------------------------------------
 // Stock declares the GIN outbox/inbox pair only for Windows builds but exports it everywhere.
 
-NCCL_API(ncclResult_t, ncclLsaBarrierCreateRequirement, Team team, int nBarriers, LsaBarrierHandle* outHandle,
-         DevResourceRequirements* outReq) {
+NCCL_API(ncclResult_t, ncclLsaBarrierCreateRequirement,
+         (Team team, int nBarriers, LsaBarrierHandle* outHandle, DevResourceRequirements* outReq), team,
+         nBarriers, outHandle, outReq) {
   return notImplemented("ncclLsaBarrierCreateRequirement");
 }
 
-NCCL_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t comm, Team team, int nBarriers,
-         GinBarrierHandle* outHandle, DevResourceRequirements* outReq) {
+NCCL_API(ncclResult_t, ncclGinBarrierCreateRequirement,
+         (ncclComm_t comm, Team team, int nBarriers, GinBarrierHandle* outHandle,
+          DevResourceRequirements* outReq),
+         comm, team, nBarriers, outHandle, outReq) {
   return notImplemented("ncclGinBarrierCreateRequirement");
 }
 
-NCCL_API(int, ncclLLA2ACalcSlots, int maxElts, int maxEltSize) { return noRank("ncclLLA2ACalcSlots"); }
+NCCL_API(int, ncclLLA2ACalcSlots, (int maxElts, int maxEltSize), maxElts, maxEltSize) {
+  return noRank("ncclLLA2ACalcSlots");
+}
 
-NCCL_API(ncclResult_t, ncclLLA2ACreateRequirement, int nBlocks, int nSlots, LLA2AHandle* outHandle,
-         DevResourceRequirements* outReq) {
+NCCL_API(ncclResult_t, ncclLLA2ACreateRequirement,
+         (int nBlocks, int nSlots, LLA2AHandle* outHandle, DevResourceRequirements* outReq), nBlocks, nSlots,
+         outHandle, outReq) {
   return notImplemented("ncclLLA2ACreateRequirement");
 }
 
-NCCL_API(ncclResult_t, ncclGinOutboxCreateRequirement, int nBlocks, int size_log2, GinOutboxHandle* outHandle,
-         DevResourceRequirements* outReq) {
+NCCL_API(ncclResult_t, ncclGinOutboxCreateRequirement,
+         (int nBlocks, int size_log2, GinOutboxHandle* outHandle, DevResourceRequirements* outReq), nBlocks,
+         size_log2, outHandle, outReq) {
   return notImplemented("ncclGinOutboxCreateRequirement");
 }
 
-NCCL_API(ncclResult_t, ncclGinInboxA2ACreateRequirement, Team peers, int nBlocks, int size_log2,
-         GinInboxA2AHandle* outHandle, DevResourceRequirements* outReq) {
+NCCL_API(ncclResult_t, ncclGinInboxA2ACreateRequirement,
+         (Team peers, int nBlocks, int size_log2, GinInboxA2AHandle* outHandle,
+          DevResourceRequirements* outReq),
+         peers, nBlocks, size_log2, outHandle, outReq) {
   return notImplemented("ncclGinInboxA2ACreateRequirement");
 }

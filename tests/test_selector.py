@@ -189,6 +189,14 @@ def test_forced_shapes_are_clamped(driver: Path) -> None:
     assert (ag.algorithm, ag.blocks, ag.threads, ag.chunk_bytes) == ("exchange_chunked", 5, 64, 16)
 
 
+def test_forced_numbers_past_int_are_refused(driver: Path) -> None:
+    """Blocks and threads are ints: 2^32 + 1 blocks would be cut to 1, so the setting is ignored instead."""
+    comm = COMMS[4]
+    for algo in ("allreduce_one_shot_packet/4294967297", "allreduce_one_shot_packet/1/4294967328"):
+        [choice] = choose(driver, comm, ["all_reduce 2 1024"], algo=f"all_reduce={algo}")
+        assert choice.source != "forced", (algo, choice)
+
+
 def test_no_lanes_means_no_chunked_algorithm(driver: Path) -> None:
     """Past kMaxLaneRanks ranks there are no lanes: neither the rules nor MSCCLPP_NCCL_ALGO pick them."""
     comm = Comm(65, 1, 132, 0, 32)

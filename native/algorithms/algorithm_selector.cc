@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <climits>
 #include <sstream>
 
 #include "native/common/env.h"
@@ -123,7 +124,8 @@ bool AlgorithmSelector::parseForced(const std::string& text) {
     for (int i = 0; i < 3 && std::getline(fields, number, '/'); ++i) {
       char* end = nullptr;
       numbers[i] = strtoll(number.c_str(), &end, 10);
-      if (number.empty() || *end != '\0' || numbers[i] < 0) return false;
+      // Blocks and threads are ints: a larger number would be cut to another shape, not refused.
+      if (number.empty() || *end != '\0' || numbers[i] < 0 || (i < 2 && numbers[i] > INT_MAX)) return false;
     }
     choice.blocks = static_cast<int>(numbers[0]);
     choice.threads = static_cast<int>(numbers[1]);

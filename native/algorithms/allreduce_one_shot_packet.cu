@@ -64,12 +64,11 @@ struct OneShotLauncher {
   const AllReduceArgs& args;
   LaunchShape shape;
   cudaStream_t stream;
+  size_t chunkWords;
+  int rounds;
 
   template <typename T, typename Op>
   cudaError_t run() {
-    size_t words = divCeil(args.count * sizeof(T), kPacketPayloadBytes);
-    const size_t chunkWords = shape.chunkBytes / kPacketPayloadBytes;
-    int rounds = static_cast<int>(divCeil(words, chunkWords * shape.blocks));
     return launchKernel(allReduceOneShotPacketKernel<T, Op>, shape.blocks, shape.threads, shape.earlyLaunch,
                         stream, comm, args, chunkWords, rounds);
   }
@@ -79,7 +78,11 @@ struct OneShotLauncher {
 
 Status launchAllReduceOneShotPacket(const PacketComm& comm, const AllReduceArgs& args, LaunchShape shape,
                                     cudaStream_t stream) {
-  OneShotLauncher launcher{comm, args, shape, stream};
+  const size_t words = divCeil(args.count * dataTypeSize(args.type), kPacketPayloadBytes);
+  const size_t chunkWords = shape.chunkBytes / kPacketPayloadBytes;
+  int rounds = 0;
+  MSCCLPP_TRY(kernelRounds(words, chunkWords * shape.blocks, "all-reduce (one-shot packet)", &rounds));
+  OneShotLauncher launcher{comm, args, shape, stream, chunkWords, rounds};
   cudaError_t err = dispatchReduce(args.type, args.op.op, launcher);
   if (err != cudaSuccess)
     return fail(Status::kCudaError, "all-reduce (one-shot packet) launch failed: %s",

@@ -72,12 +72,11 @@ struct TwoShotChunkedLauncher {
   const AllReduceArgs& args;
   LaunchShape shape;
   cudaStream_t stream;
+  size_t segmentBytes;
+  int rounds;
 
   template <typename T, typename Op>
   cudaError_t run() {
-    size_t segmentBytes =
-        divCeil(divCeil(args.count * sizeof(T), comm.nranks), kLaneAlignment) * kLaneAlignment;
-    int rounds = static_cast<int>(divCeil(segmentBytes, shape.chunkBytes * shape.blocks));
     return launchKernel(allReduceTwoShotChunkedKernel<T, Op>, shape.blocks, shape.threads, shape.earlyLaunch,
                         stream, comm, args, segmentBytes, shape.chunkBytes, rounds);
   }
@@ -87,7 +86,12 @@ struct TwoShotChunkedLauncher {
 
 Status launchAllReduceTwoShotChunked(const LaneComm& comm, const AllReduceArgs& args, LaunchShape shape,
                                      cudaStream_t stream) {
-  TwoShotChunkedLauncher launcher{comm, args, shape, stream};
+  const size_t segmentBytes =
+      divCeil(divCeil(args.count * dataTypeSize(args.type), comm.nranks), kLaneAlignment) * kLaneAlignment;
+  int rounds = 0;
+  MSCCLPP_TRY(
+      kernelRounds(segmentBytes, shape.chunkBytes * shape.blocks, "all-reduce (two-shot chunked)", &rounds));
+  TwoShotChunkedLauncher launcher{comm, args, shape, stream, segmentBytes, rounds};
   cudaError_t err = dispatchReduce(args.type, args.op.op, launcher);
   if (err != cudaSuccess)
     return fail(Status::kCudaError, "all-reduce (two-shot chunked) launch failed: %s",

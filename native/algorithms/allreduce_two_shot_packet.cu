@@ -98,13 +98,12 @@ struct TwoShotLauncher {
   const AllReduceArgs& args;
   LaunchShape shape;
   cudaStream_t stream;
+  size_t segmentWords;
+  size_t chunkWords;
+  int rounds;
 
   template <typename T, typename Op>
   cudaError_t run() {
-    size_t words = divCeil(args.count * sizeof(T), kPacketPayloadBytes);
-    size_t segmentWords = divCeil(words, comm.nranks);
-    const size_t chunkWords = shape.chunkBytes / kPacketPayloadBytes;
-    int rounds = static_cast<int>(divCeil(segmentWords, chunkWords * shape.blocks));
     return launchKernel(allReduceTwoShotPacketKernel<T, Op>, shape.blocks, shape.threads, shape.earlyLaunch,
                         stream, comm, args, segmentWords, chunkWords, rounds);
   }
@@ -114,7 +113,12 @@ struct TwoShotLauncher {
 
 Status launchAllReduceTwoShotPacket(const PacketComm& comm, const AllReduceArgs& args, LaunchShape shape,
                                     cudaStream_t stream) {
-  TwoShotLauncher launcher{comm, args, shape, stream};
+  const size_t words = divCeil(args.count * dataTypeSize(args.type), kPacketPayloadBytes);
+  const size_t segmentWords = divCeil(words, comm.nranks);
+  const size_t chunkWords = shape.chunkBytes / kPacketPayloadBytes;
+  int rounds = 0;
+  MSCCLPP_TRY(kernelRounds(segmentWords, chunkWords * shape.blocks, "all-reduce (two-shot packet)", &rounds));
+  TwoShotLauncher launcher{comm, args, shape, stream, segmentWords, chunkWords, rounds};
   cudaError_t err = dispatchReduce(args.type, args.op.op, launcher);
   if (err != cudaSuccess)
     return fail(Status::kCudaError, "all-reduce (two-shot packet) launch failed: %s",

@@ -68,10 +68,10 @@ struct ExchangeChunkedLauncher {
   const ExchangeArgs& args;
   LaunchShape shape;
   cudaStream_t stream;
+  int rounds;
 
   template <typename T, typename Op>
   cudaError_t run() {
-    int rounds = static_cast<int>(divCeil(args.rangeBytes, shape.chunkBytes * shape.blocks));
     return launchKernel(exchangeChunkedKernel<T, Op, kReduce>, shape.blocks, shape.threads, shape.earlyLaunch,
                         stream, comm, args, shape.chunkBytes, rounds);
   }
@@ -81,12 +81,14 @@ struct ExchangeChunkedLauncher {
 
 Status launchExchangeChunked(const LaneComm& comm, const ExchangeArgs& args, LaunchShape shape,
                              cudaStream_t stream) {
+  int rounds = 0;
+  MSCCLPP_TRY(kernelRounds(args.rangeBytes, shape.chunkBytes * shape.blocks, "chunked exchange", &rounds));
   cudaError_t err;
   if (args.reduce) {
-    ExchangeChunkedLauncher<true> launcher{comm, args, shape, stream};
+    ExchangeChunkedLauncher<true> launcher{comm, args, shape, stream, rounds};
     err = dispatchReduce(args.type, args.op.op, launcher);
   } else {
-    ExchangeChunkedLauncher<false> launcher{comm, args, shape, stream};
+    ExchangeChunkedLauncher<false> launcher{comm, args, shape, stream, rounds};
     err = dispatchCopy(dataTypeSize(args.type), launcher);
   }
   if (err != cudaSuccess)

@@ -115,12 +115,11 @@ struct ExchangeLauncher {
   const ExchangeArgs& args;
   LaunchShape shape;
   cudaStream_t stream;
+  size_t chunkWords;
+  int rounds;
 
   template <typename T, typename Op>
   cudaError_t run() {
-    size_t words = divCeil(args.rangeBytes, kPacketPayloadBytes);
-    const size_t chunkWords = shape.chunkBytes / kPacketPayloadBytes;
-    int rounds = static_cast<int>(divCeil(words, chunkWords * shape.blocks));
     return launchKernel(exchangeKernel<T, Op, kReduce>, shape.blocks, shape.threads, shape.earlyLaunch,
                         stream, comm, args, chunkWords, rounds);
   }
@@ -130,12 +129,16 @@ struct ExchangeLauncher {
 
 Status launchExchange(const PacketComm& comm, const ExchangeArgs& args, LaunchShape shape,
                       cudaStream_t stream) {
+  const size_t words = divCeil(args.rangeBytes, kPacketPayloadBytes);
+  const size_t chunkWords = shape.chunkBytes / kPacketPayloadBytes;
+  int rounds = 0;
+  MSCCLPP_TRY(kernelRounds(words, chunkWords * shape.blocks, "packet exchange", &rounds));
   cudaError_t err;
   if (args.reduce) {
-    ExchangeLauncher<true> launcher{comm, args, shape, stream};
+    ExchangeLauncher<true> launcher{comm, args, shape, stream, chunkWords, rounds};
     err = dispatchReduce(args.type, args.op.op, launcher);
   } else {
-    ExchangeLauncher<false> launcher{comm, args, shape, stream};
+    ExchangeLauncher<false> launcher{comm, args, shape, stream, chunkWords, rounds};
     err = dispatchCopy(dataTypeSize(args.type), launcher);
   }
   if (err != cudaSuccess)

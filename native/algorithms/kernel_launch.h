@@ -6,6 +6,11 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <climits>
+#include <cstddef>
+
+#include "native/common/logging.h"
+#include "native/common/status.h"
 
 namespace mscclpp_nccl {
 
@@ -14,6 +19,21 @@ namespace mscclpp_nccl {
 inline std::atomic<bool>& earlyLaunchWorks() {
   static std::atomic<bool> works{true};
   return works;
+}
+
+// The rounds of a kernel's loop, which counts in int, for `work` units at `perRound` a round. A call that
+// needs more fails: cut to int, the count could wrap to zero or below and the call return success
+// having moved nothing.
+inline Status kernelRounds(size_t work, size_t perRound, const char* algorithm, int* rounds) {
+  if (perRound == 0) return fail(Status::kInternalError, "%s: a round moves nothing", algorithm);
+  const size_t needed = work / perRound + (work % perRound != 0);
+  if (needed > static_cast<size_t>(INT_MAX))
+    return fail(Status::kInvalidArgument,
+                "%s: the message needs %zu rounds, more than its kernel counts (%d): use a larger chunk, "
+                "more blocks or another algorithm",
+                algorithm, needed, INT_MAX);
+  *rounds = static_cast<int>(needed);
+  return Status::kSuccess;
 }
 
 // Launches kernel<<<blocks, threads, 0, stream>>>(args...), early when `early`; returns the launch's error.

@@ -1,5 +1,6 @@
 #include "native/common/env.h"
 
+#include <cmath>
 #include <cstdlib>
 
 #include "native/common/logging.h"
@@ -28,7 +29,8 @@ double envDouble(const char* name, double fallback) {
   if (!value || !*value) return fallback;
   char* end = nullptr;
   double parsed = strtod(value, &end);
-  if (*end != '\0') {
+  // Timeouts are made from these: inf, NaN or 1e300 would overflow the integer they become.
+  if (*end != '\0' || !std::isfinite(parsed)) {
     logWarn("ignoring %s=%s: not a number", name, value);
     return fallback;
   }
