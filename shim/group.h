@@ -10,10 +10,13 @@
 #include <functional>
 #include <vector>
 
-#include "native/communicator.h"
+#include "native/common/status.h"
 #include "shim/api.h"
 
 struct ncclComm;
+namespace mscclpp_nccl {
+class Communicator;
+}  // namespace mscclpp_nccl
 
 int groupDepth();
 // Counts closed outermost groups of this thread: state kept for "the current group" is stale once

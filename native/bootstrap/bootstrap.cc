@@ -10,7 +10,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -103,32 +102,6 @@ bool secretMatches(const uint8_t* a, const uint8_t* b) {
   uint8_t diff = 0;  // constant time: do not leak the matching prefix length
   for (size_t i = 0; i < kSecretBytes; ++i) diff |= a[i] ^ b[i];
   return diff == 0;
-}
-
-Status randomBytes(uint8_t* out, size_t bytes) {
-  size_t got = 0;
-  while (got < bytes) {
-    ssize_t n = getrandom(out + got, bytes - got, 0);
-    if (n > 0)
-      got += static_cast<size_t>(n);
-    else if (!(n < 0 && errno == EINTR))
-      break;
-  }
-  if (got == bytes) return Status::kSuccess;
-  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);  // kernels without getrandom
-  if (fd >= 0) {
-    got = 0;
-    while (got < bytes) {
-      ssize_t n = read(fd, out + got, bytes - got);
-      if (n > 0)
-        got += static_cast<size_t>(n);
-      else if (!(n < 0 && errno == EINTR))
-        break;
-    }
-    close(fd);
-  }
-  if (got == bytes) return Status::kSuccess;
-  return fail(Status::kSystemError, "bootstrap: cannot read random bytes for the unique id secret");
 }
 
 // NCCL_COMM_ID mode: every process must derive the same secret without talking. With
@@ -1100,7 +1073,8 @@ Status bootstrapCreateUniqueId(UniqueId* out, bool ignoreCommIdEnv) {
     SocketAddress local;
     std::string ifName;
     MSCCLPP_TRY(selectInterfaceAddress(&local, &ifName));
-    MSCCLPP_TRY(randomBytes(id.secret, kSecretBytes));
+    if (!ok(randomBytes(id.secret, kSecretBytes)))
+      return fail(Status::kSystemError, "bootstrap: cannot read random bytes for the unique id secret");
     Socket listener;
     MSCCLPP_TRY(listenSocket(local, &listener, &id.root));
     MSCCLPP_TRY(startRootService(std::move(listener), id.secret, bootstrapTimeoutSeconds()));

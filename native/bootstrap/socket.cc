@@ -8,6 +8,7 @@
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,10 +24,14 @@ namespace {
 // Blocking helpers wake at least this often to notice an abort flag.
 constexpr int kPollSliceMs = 50;
 
-int pollMs(Deadline deadline) {
+}  // namespace
+
+int pollSliceMs(Deadline deadline) {
   double left = secondsLeft(deadline) * 1000.0;
   return static_cast<int>(std::min<double>(left + 1.0, kPollSliceMs));
 }
+
+namespace {
 
 bool aborted(const std::atomic<bool>* flag) { return flag && flag->load(); }
 
@@ -291,7 +296,7 @@ Status connectSocket(const SocketAddress& addr, Deadline deadline, const std::at
         err = ETIMEDOUT;
         while (!aborted(abortFlag) && Clock::now() < deadline) {
           pollfd pfd = {sock.fd(), POLLOUT, 0};
-          int n = poll(&pfd, 1, pollMs(deadline));
+          int n = poll(&pfd, 1, pollSliceMs(deadline));
           if (n > 0) {
             socklen_t len = sizeof(err);
             if (getsockopt(sock.fd(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
@@ -311,7 +316,7 @@ Status connectSocket(const SocketAddress& addr, Deadline deadline, const std::at
                   strerror(err));
     // Sleep before retrying, in slices so that abort and the deadline are honoured.
     Deadline wake = std::min(deadline, Clock::now() + std::chrono::milliseconds(backoffMs));
-    while (!aborted(abortFlag) && Clock::now() < wake) poll(nullptr, 0, pollMs(wake));
+    while (!aborted(abortFlag) && Clock::now() < wake) poll(nullptr, 0, pollSliceMs(wake));
     backoffMs = std::min(backoffMs * 2, 200);
     if (Clock::now() >= deadline) break;
   }
@@ -334,7 +339,7 @@ Status sendAll(int fd, const void* data, size_t bytes, Deadline deadline,
       return fail(Status::kRemoteError, "send failed: %s", strerror(errno));
     if (Clock::now() >= deadline) return fail(Status::kTimeout, "send timed out");
     pollfd pfd = {fd, POLLOUT, 0};
-    poll(&pfd, 1, pollMs(deadline));
+    poll(&pfd, 1, pollSliceMs(deadline));
   }
   return Status::kSuccess;
 }
@@ -354,7 +359,7 @@ Status recvAll(int fd, void* data, size_t bytes, Deadline deadline, const std::a
       return fail(Status::kRemoteError, "recv failed: %s", strerror(errno));
     if (Clock::now() >= deadline) return fail(Status::kTimeout, "recv timed out");
     pollfd pfd = {fd, POLLIN, 0};
-    poll(&pfd, 1, pollMs(deadline));
+    poll(&pfd, 1, pollSliceMs(deadline));
   }
   return Status::kSuccess;
 }
@@ -365,6 +370,33 @@ long readSome(int fd, void* data, size_t bytes) {
   if (n > 0) return static_cast<long>(n);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
   return -1;
+}
+
+Status randomBytes(void* data, size_t bytes) {
+  auto* out = static_cast<uint8_t*>(data);
+  size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = getrandom(out + got, bytes - got, 0);
+    if (n > 0)
+      got += static_cast<size_t>(n);
+    else if (!(n < 0 && errno == EINTR))
+      break;
+  }
+  if (got == bytes) return Status::kSuccess;
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);  // kernels without getrandom
+  if (fd >= 0) {
+    got = 0;
+    while (got < bytes) {
+      ssize_t n = read(fd, out + got, bytes - got);
+      if (n > 0)
+        got += static_cast<size_t>(n);
+      else if (!(n < 0 && errno == EINTR))
+        break;
+    }
+    close(fd);
+  }
+  if (got == bytes) return Status::kSuccess;
+  return fail(Status::kSystemError, "cannot read %zu random bytes", bytes);
 }
 
 }  // namespace mscclpp_nccl

@@ -20,6 +20,12 @@ using Deadline = Clock::time_point;
 Deadline deadlineAfter(double seconds);
 // Seconds left until `deadline` (0 when past).
 double secondsLeft(Deadline deadline);
+// A poll timeout in milliseconds: until `deadline`, but at most one short slice, so that a blocked
+// caller notices an abort promptly.
+int pollSliceMs(Deadline deadline);
+
+// Fills `data` with `bytes` random bytes from the kernel (getrandom, else /dev/urandom).
+Status randomBytes(void* data, size_t bytes);
 
 // A v4 or v6 address of fixed size, so that it can be copied into ids and messages as plain bytes.
 union SocketAddress {

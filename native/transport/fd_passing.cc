@@ -1,7 +1,6 @@
 #include "native/transport/fd_passing.h"
 
 #include <poll.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/un.h>
@@ -36,18 +35,6 @@ struct Hello {
   int32_t reserved;
 };
 
-bool randomBytes(void* out, size_t bytes) {
-  auto* p = static_cast<uint8_t*>(out);
-  while (bytes > 0) {
-    ssize_t n = getrandom(p, bytes, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    bytes -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
 socklen_t socketAddress(const Offer& offer, sockaddr_un* address) {
   memset(address, 0, sizeof(*address));
   address->sun_family = AF_UNIX;
@@ -70,12 +57,10 @@ bool isProcess(const ucred& peer, int32_t pid) { return peer.uid == geteuid() &&
 // Waits in short slices until one of `fds` is readable (true), or the deadline or an abort (false),
 // so that aborting the bootstrap (ncclCommAbort) ends the wait at once.
 bool anyReadable(const Bootstrap& bootstrap, std::vector<pollfd>* fds, Deadline deadline) {
-  constexpr double kSliceSeconds = 0.05;
   while (!bootstrap.aborted()) {
-    const double left = secondsLeft(deadline);
-    if (left <= 0) return false;
+    if (secondsLeft(deadline) <= 0) return false;
     for (pollfd& entry : *fds) entry.revents = 0;
-    int n = poll(fds->data(), fds->size(), static_cast<int>(std::min(left, kSliceSeconds) * 1000.0) + 1);
+    int n = poll(fds->data(), fds->size(), pollSliceMs(deadline));
     if (n > 0) return true;
     if (n < 0 && errno != EINTR) return false;
   }
@@ -241,7 +226,7 @@ Status exchangeFds(Bootstrap& bootstrap, const Topology& topology, int offeredFd
   Offer& mine = offers[rank];
   mine.pid = static_cast<int32_t>(getpid());
   const bool named =
-      randomBytes(mine.name, sizeof(mine.name)) && randomBytes(&mine.token, sizeof(mine.token));
+      ok(randomBytes(mine.name, sizeof(mine.name))) && ok(randomBytes(&mine.token, sizeof(mine.token)));
   int listener = offeredFd >= 0 && named ? listenOn(mine, nranks) : -1;
   mine.offering = listener >= 0 ? 1 : 0;
   // The bootstrap is authenticated by the unique id's secret: what it carries (pids, names, tokens) is
