@@ -3,29 +3,33 @@
 namespace mscclpp_nccl {
 
 OrderPlan CallOrder::plan(uintptr_t stream, uint64_t captureId) {
-  OrderPlan plan;
+  plan_ = OrderPlan{};
   if (captureId == 0) {
-    plan.waitDone = (eagerSeen_ && stream != eagerStream_) || captured_;
-    plan.recordDone = true;
+    plan_.waitDone = (eagerSeen_ && stream != eagerStream_) || captured_;
+    if (plan_.waitDone) plan_.waitTicket = doneTicket_;
+    plan_.recordDone = true;
+    plan_.offerTickets = tickets_ && !captured_;
     eagerSeen_ = true;
     eagerStream_ = stream;
-    return plan;
+    return plan_;
   }
   if (captureId == captureId_) {
-    plan.joinCapture = stream != captureStream_;
+    plan_.joinCapture = stream != captureStream_;
     previousCaptureStream_ = captureStream_;
     captureHasRecord_ = graphMixing_;
   } else if (graphMixing_) {
     // The first call of this communicator in a new capture: at each launch the graph waits for the
-    // communicator's work so far.
-    plan.waitDone = true;
+    // communicator's work so far, which `done` must then mark.
+    plan_.waitDone = true;
+    plan_.coverTicket = doneTicket_;
+    doneTicket_ = 0;
     captureHasRecord_ = false;
   }
   captureId_ = captureId;
   captureStream_ = stream;
   captured_ = captured_ || graphMixing_;
-  plan.recordNode = graphMixing_;
-  return plan;
+  plan_.recordNode = graphMixing_;
+  return plan_;
 }
 
 }  // namespace mscclpp_nccl

@@ -120,7 +120,7 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
                                    &p2pLaneScratch_));
 
   // Device counters, one allocation carved in order: the collective step and blocks done, p2p packet
-  // steps (send, receive), collective lanes, zero-copy calls, p2p lanes.
+  // steps (send, receive), collective lanes, zero-copy calls, p2p lanes, the stop word, the call ticket.
   size_t counterWords = 2;
   auto carve = [&counterWords](size_t words) { return std::exchange(counterWords, counterWords + words); };
   const size_t p2pStepWords = static_cast<size_t>(nranks_) * kMaxPacketBlocks;
@@ -129,6 +129,7 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
   const size_t callsAt = carve(kMaxZeroCopyBlocks);
   const size_t p2pLanesAt = carve(laneCounterWords(kMaxP2pChunkLanes, nranks_));
   const size_t stoppedAt = carve(1);
+  const size_t ticketAt = carve(1);
   MSCCLPP_CUDA_TRY(cudaMalloc(&deviceCounters_, counterWords * sizeof(uint64_t)));
   MSCCLPP_CUDA_TRY(cudaMemset(deviceCounters_, 0, counterWords * sizeof(uint64_t)));
 
@@ -140,6 +141,7 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
   packets.slotPackets = slotPackets;
   packets.steps.value = deviceCounters_;
   packets.steps.blocksDone = reinterpret_cast<unsigned*>(deviceCounters_ + 1);
+  packets.steps.ticket = deviceCounters_ + ticketAt;
   packets.wait.abortFlag = deviceFlags;
   packets.wait.errorFlag = deviceFlags + 1;
   packets.wait.stopped = reinterpret_cast<int*>(deviceCounters_ + stoppedAt);
@@ -177,7 +179,7 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
     direct.peerFlags = reinterpret_cast<uint64_t* const*>(syncScratch_->devicePeerTable());
   }
 
-  MSCCLPP_TRY(order_.init(envInt("NCCL_GRAPH_MIXING_SUPPORT", 1) != 0));
+  MSCCLPP_TRY(order_.init(envInt("NCCL_GRAPH_MIXING_SUPPORT", 1) != 0, packets.steps.ticket));
   MSCCLPP_CUDA_TRY(cudaDeviceSynchronize());
   MSCCLPP_TRY(bootstrap_->barrier());
   // From here a peer's death stops this communicator's kernels and shows in asyncError().
@@ -244,6 +246,8 @@ Communicator::~Communicator() {
 }
 
 Status Communicator::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
+  AllReduceArgs call = args;
+  call.ticket = order_.newWork();
   if (args.count == 0) return Status::kSuccess;
   if (nranks_ == 1 && !args.op.scaling.preMultiply) {
     // A single rank's reduction is its input (Avg divides by one).
@@ -255,7 +259,10 @@ Status Communicator::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
   DirectBuffers direct;
   const bool registered =
       findDirectBuffers(args.send, args.recv, args.count * dataTypeSize(args.type), &direct);
-  return runAllReduce(transports_, selector_, args, registered ? &direct : nullptr, stream);
+  uint64_t published = 0;
+  MSCCLPP_TRY(runAllReduce(transports_, selector_, call, registered ? &direct : nullptr, stream, &published));
+  order_.published(published);
+  return Status::kSuccess;
 }
 
 Status Communicator::registerWindow(void* buffer, size_t bytes, bool symmetric, SymmetricWindow** out) {
@@ -298,11 +305,17 @@ bool Communicator::findDirectBuffers(const void* send, const void* recv, size_t 
 }
 
 Status Communicator::exchange(Collective collective, const ExchangeArgs& args, cudaStream_t stream) {
+  ExchangeArgs call = args;
+  call.ticket = order_.newWork();
   if (args.rangeBytes == 0) return Status::kSuccess;
-  return runExchange(transports_, selector_, collective, args, stream);
+  uint64_t published = 0;
+  MSCCLPP_TRY(runExchange(transports_, selector_, collective, call, stream, &published));
+  order_.published(published);
+  return Status::kSuccess;
 }
 
 Status Communicator::sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream) {
+  order_.newWork();  // its kernels publish no ticket: the call's end is recorded as an event
   for (const P2pOp& op : ops)
     if (op.peer < 0 || op.peer >= nranks_)
       return fail(Status::kInvalidArgument, "peer %d is not a rank of this communicator", op.peer);

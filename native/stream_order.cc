@@ -1,21 +1,52 @@
 #include "native/stream_order.h"
 
-#include <algorithm>
 #include <vector>
 
 #include "native/transport/cuda_check.h"
+#include "native/transport/cuda_driver.h"
 
 namespace mscclpp_nccl {
+
+namespace {
+
+// The stream waits until the ticket word reaches `ticket` (tickets only grow).
+Status waitTicket(cudaStream_t stream, const uint64_t* word, uint64_t ticket) {
+  const CudaDriver* driver = nullptr;
+  MSCCLPP_TRY(loadCudaDriver(&driver));
+  MSCCLPP_CU_TRY(driver->cuStreamWaitValue64(reinterpret_cast<CUstream>(stream),
+                                             reinterpret_cast<CUdeviceptr>(word), ticket,
+                                             CU_STREAM_WAIT_VALUE_GEQ));
+  return Status::kSuccess;
+}
+
+// Whether streams of the current device can wait on 64-bit values in device memory.
+bool deviceWaitsOnTickets() {
+  const CudaDriver* driver = cudaDriverOrNull();
+  int device = 0, supported = 0;
+  CUdevice handle = 0;
+  return driver && cudaGetDevice(&device) == cudaSuccess &&
+         driver->cuDeviceGet(&handle, device) == CUDA_SUCCESS &&
+         driver->cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS,
+                                      handle) == CUDA_SUCCESS &&
+         supported != 0;
+}
+
+}  // namespace
 
 StreamOrder::~StreamOrder() {
   if (done_) cudaEventDestroy(done_);
   if (join_) cudaEventDestroy(join_);
+  if (own_) cudaStreamDestroy(own_);
 }
 
-Status StreamOrder::init(bool graphMixing) {
-  order_ = CallOrder(graphMixing);
+Status StreamOrder::init(bool graphMixing, uint64_t* ticketWord) {
+  const bool tickets = deviceWaitsOnTickets();
+  if (!tickets) logWarn("streams cannot wait on device memory here: every call records an event instead");
+  order_ = CallOrder(graphMixing, tickets);
+  ticketWord_ = ticketWord;
   MSCCLPP_CUDA_TRY(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
   MSCCLPP_CUDA_TRY(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+  MSCCLPP_CUDA_TRY(cudaStreamCreateWithFlags(&own_, cudaStreamNonBlocking));
   return Status::kSuccess;
 }
 
@@ -28,8 +59,13 @@ Status StreamOrder::begin(const cudaStream_t* streams, size_t count) {
     return fail(Status::kCudaError, "the stream's CUDA graph capture was invalidated");
   const bool capturing = capture == cudaStreamCaptureStatusActive;
   plan_ = order_.plan(reinterpret_cast<uintptr_t>(launch), capturing ? captureId : 0);
-  if (plan_.waitDone)
+  lastPublished_ = 0;
+  if (plan_.coverTicket != 0) MSCCLPP_TRY(coverTicket(plan_.coverTicket));
+  if (plan_.waitDone && plan_.waitTicket != 0) {
+    MSCCLPP_TRY(waitTicket(launch, ticketWord_, plan_.waitTicket));
+  } else if (plan_.waitDone) {
     MSCCLPP_CUDA_TRY(cudaStreamWaitEvent(launch, done_, capturing ? cudaEventWaitExternal : 0));
+  }
   if (plan_.joinCapture)
     MSCCLPP_TRY(join(launch, reinterpret_cast<cudaStream_t>(order_.previousCaptureStream())));
   for (size_t i = 1; i < count; ++i) MSCCLPP_TRY(join(launch, streams[i]));
@@ -38,15 +74,28 @@ Status StreamOrder::begin(const cudaStream_t* streams, size_t count) {
 
 Status StreamOrder::end(const cudaStream_t* streams, size_t count) {
   const cudaStream_t launch = streams[0];
-  if (plan_.recordDone) MSCCLPP_CUDA_TRY(cudaEventRecord(done_, launch));
+  if (plan_.recordDone) {
+    if (lastPublished_ == 0) MSCCLPP_CUDA_TRY(cudaEventRecord(done_, launch));
+    order_.ended(lastPublished_);
+  }
   if (plan_.recordNode) MSCCLPP_TRY(addRecordNode(launch));
   for (size_t i = 1; i < count; ++i) MSCCLPP_TRY(join(streams[i], launch));
   return Status::kSuccess;
 }
 
-// The captured graph's one record of `done`: a leaf that depends on everything the communicator's
-// calls captured so far. The stream's next work does not depend on it, so captured kernels keep their
-// early-launch edges, and a graph launch costs one record however many calls it holds.
+// Makes `done` mark the work that published `ticket` (and all before it), without touching the stream
+// that work ran on, which may be gone.
+Status StreamOrder::coverTicket(uint64_t ticket) {
+  MSCCLPP_TRY(waitTicket(own_, ticketWord_, ticket));
+  MSCCLPP_CUDA_TRY(cudaEventRecord(done_, own_));
+  return Status::kSuccess;
+}
+
+// The captured graph's one record of `done`: a leaf that depends on the communicator's latest captured
+// call, which itself runs after the earlier ones (stream order, or a join). Its edges move to each new
+// call instead of gathering one from every call, so that no captured kernel but the last has a second
+// dependent (a fork there costs the graph a cross-stream dependency a call), and the stream's next work
+// does not depend on it, so captured kernels keep their early-launch edges.
 Status StreamOrder::addRecordNode(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   cudaGraph_t graph = nullptr;
@@ -61,12 +110,13 @@ Status StreamOrder::addRecordNode(cudaStream_t stream) {
                                                  recordedAfter_.size(), done_));
     return Status::kSuccess;
   }
-  for (size_t i = 0; i < frontierSize; ++i) {
-    if (std::find(recordedAfter_.begin(), recordedAfter_.end(), frontier[i]) != recordedAfter_.end())
-      continue;  // a call that captured nothing leaves the frontier as it was
-    MSCCLPP_CUDA_TRY(cudaGraphAddDependencies(graph, &frontier[i], &recordNode_, nullptr, 1));
-    recordedAfter_.push_back(frontier[i]);
-  }
+  if (std::vector<cudaGraphNode_t>(frontier, frontier + frontierSize) == recordedAfter_)
+    return Status::kSuccess;  // a call that captured nothing leaves the frontier as it was
+  for (cudaGraphNode_t node : recordedAfter_)
+    MSCCLPP_CUDA_TRY(cudaGraphRemoveDependencies(graph, &node, &recordNode_, nullptr, 1));
+  recordedAfter_.assign(frontier, frontier + frontierSize);
+  for (cudaGraphNode_t node : recordedAfter_)
+    MSCCLPP_CUDA_TRY(cudaGraphAddDependencies(graph, &node, &recordNode_, nullptr, 1));
   return Status::kSuccess;
 }
 

@@ -1,6 +1,6 @@
 """CPU tests of the ordering decisions (native/call_order.cc, through tests/call_order_driver.cc): what
 each call of one communicator must do so that calls run in issue order across streams and CUDA graphs,
-and that a communicator that stays on one stream pays nothing."""
+and that a communicator that stays on one stream, with kernels that publish tickets, pays nothing."""
 
 from __future__ import annotations
 
@@ -74,3 +74,51 @@ def test_without_graph_mixing_graphs_only_order_their_own_calls(driver: Path) ->
         "record_done",
         "wait_done record_done",
     ]
+
+
+def test_kernel_tickets_mark_eager_calls_and_a_change_of_stream_waits_for_the_latest(driver: Path) -> None:
+    calls = ["eager 7 kernel", "eager 7 kernel", "eager 9 kernel", "eager 9", "eager 7 kernel", "eager 9"]
+    assert plans(driver, calls) == [
+        "ticket 1",  # nothing recorded on the stream: the kernel's last block publishes the ticket
+        "ticket 2",
+        "wait_ticket 2 ticket 3",
+        "record_done",  # work without a ticket (a copy, point-to-point kernels): `done` marks it
+        "wait_done ticket 5",  # the ticket handed to the ticketless call is skipped, never waited for
+        "wait_ticket 5 record_done",
+    ]
+
+
+def test_a_capture_turns_the_latest_ticket_into_done_once(driver: Path) -> None:
+    calls = [
+        "eager 7 kernel",
+        "capture 8 1",
+        "capture 8 1",
+        "eager 7 kernel",
+        "capture 8 2",
+        "eager 9 kernel",
+    ]
+    assert plans(driver, calls) == [
+        "ticket 1",
+        # The graph waits for `done` at each launch, so `done` must first mark ticket 1; the stream that
+        # ran it is not touched (the communicator's own stream waits for the ticket and records).
+        "cover_ticket 1 wait_done record_node",
+        "record_node",
+        "wait_done record_done",  # once captured, eager calls use `done` and offer no ticket
+        "wait_done record_node",
+        "wait_done record_done",
+    ]
+
+
+def test_without_graph_mixing_tickets_continue_past_captures(driver: Path) -> None:
+    calls = ["eager 7 kernel", "capture 8 1", "eager 9 kernel", "eager 9 kernel"]
+    assert plans(driver, calls, "--no-graph-mixing") == [
+        "ticket 1",
+        "-",
+        "wait_ticket 1 ticket 2",
+        "ticket 3",
+    ]
+
+
+def test_without_device_waits_every_eager_call_records_done(driver: Path) -> None:
+    calls = ["eager 7 kernel", "eager 9 kernel", "eager 9 kernel"]
+    assert plans(driver, calls, "--no-tickets") == ["record_done", "wait_done record_done", "record_done"]

@@ -244,7 +244,9 @@ void logChoice(Collective collective, size_t bytes, DataType type, const Choice&
 }  // namespace
 
 Status runAllReduce(const Transports& transports, const AlgorithmSelector& selector,
-                    const AllReduceArgs& args, const DirectBuffers* direct, cudaStream_t stream) {
+                    const AllReduceArgs& args, const DirectBuffers* direct, cudaStream_t stream,
+                    uint64_t* published) {
+  *published = 0;
   const size_t bytes = args.count * dataTypeSize(args.type);
   // Zero-copy reads peers' inputs raw: PreMulSum's per-rank scalars would have to travel too.
   const bool registered = direct != nullptr && !args.op.scaling.preMultiply;
@@ -257,19 +259,25 @@ Status runAllReduce(const Transports& transports, const AlgorithmSelector& selec
     case AlgorithmId::kAllReduceTwoShotChunked:
       return launchAllReduceTwoShotChunked(transports.lanes, args, choice.shape, stream);
     case AlgorithmId::kAllReduceTwoShotPacket:
-      return launchAllReduceTwoShotPacket(transports.packets, args, choice.shape, stream);
+      MSCCLPP_TRY(launchAllReduceTwoShotPacket(transports.packets, args, choice.shape, stream));
+      break;
     default:
-      return launchAllReduceOneShotPacket(transports.packets, args, choice.shape, stream);
+      MSCCLPP_TRY(launchAllReduceOneShotPacket(transports.packets, args, choice.shape, stream));
   }
+  *published = args.ticket;  // the packet kernels end through endSteps, which publishes it
+  return Status::kSuccess;
 }
 
 Status runExchange(const Transports& transports, const AlgorithmSelector& selector, Collective collective,
-                   const ExchangeArgs& args, cudaStream_t stream) {
+                   const ExchangeArgs& args, cudaStream_t stream, uint64_t* published) {
+  *published = 0;
   Choice choice = selector.choose(collective, dataTypeSize(args.type), args.rangeBytes);
   logChoice(collective, args.rangeBytes, args.type, choice);
   if (choice.algorithm->id == AlgorithmId::kExchangeChunked)
     return launchExchangeChunked(transports.lanes, args, choice.shape, stream);
-  return launchExchange(transports.packets, args, choice.shape, stream);
+  MSCCLPP_TRY(launchExchange(transports.packets, args, choice.shape, stream));
+  *published = args.ticket;
+  return Status::kSuccess;
 }
 
 // A kernel's lanes travel as one parameter of at most kMaxP2pLanes, so each path runs a pass as kernels

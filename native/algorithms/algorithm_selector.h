@@ -90,11 +90,13 @@ struct DirectBuffers {
   PeerBuffers recv;
 };
 
-// `direct`: null unless both buffers lie in mapped windows.
+// `direct`: null unless both buffers lie in mapped windows. `*published` is set to args.ticket when the
+// launched kernel publishes it at its end (packet kernels do), else to 0.
 Status runAllReduce(const Transports& transports, const AlgorithmSelector& selector,
-                    const AllReduceArgs& args, const DirectBuffers* direct, cudaStream_t stream);
+                    const AllReduceArgs& args, const DirectBuffers* direct, cudaStream_t stream,
+                    uint64_t* published);
 Status runExchange(const Transports& transports, const AlgorithmSelector& selector, Collective collective,
-                   const ExchangeArgs& args, cudaStream_t stream);
+                   const ExchangeArgs& args, cudaStream_t stream, uint64_t* published);
 // One pass of a group's sends and receives: small transfers in the packet kernel, large ones over lanes
 // in a second kernel (each classified by its size alone, so both ends put it in the same kernel).
 Status runSendRecv(const Transports& transports, const AlgorithmSelector& selector,

@@ -19,6 +19,7 @@ struct AllReduceArgs {
   size_t count;
   DataType type;
   ReduceOp op;
+  uint64_t ticket = 0;  // nonzero: packet kernels publish it when done (native/device/step_sequence.cuh)
 };
 
 // How a kernel is launched: its grid, and how many bytes each block moves per peer in one step (at

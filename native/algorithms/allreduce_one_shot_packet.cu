@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(kPacketThreads)
                      reduction.result(args.op.scaling.postDivisor));
     }
   }
-  endSteps(comm.steps, base, rounds);
+  endSteps(comm.steps, base, rounds, args.ticket);
 }
 
 struct OneShotLauncher {

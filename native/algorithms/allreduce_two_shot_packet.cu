@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kPacketThreads)
       }
     }
   }
-  endSteps(comm.steps, base, 2ull * rounds);
+  endSteps(comm.steps, base, 2ull * rounds, args.ticket);
 }
 
 struct TwoShotLauncher {

@@ -34,6 +34,7 @@ struct ExchangeArgs {
   bool reduce;  // combine the contributions (in rank order) instead of copying them
   DataType type;
   ReduceOp op;
+  uint64_t ticket = 0;  // nonzero: the packet kernel publishes it when done (native/device/step_sequence.cuh)
 };
 
 Status launchExchange(const PacketComm& comm, const ExchangeArgs& args, LaunchShape shape,

@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(kPacketThreads)
       }
     }
   }
-  endSteps(comm.steps, base, rounds);
+  endSteps(comm.steps, base, rounds, args.ticket);
 }
 
 template <bool kReduce>

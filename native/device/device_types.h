@@ -25,6 +25,7 @@ enum KernelError : int { kKernelOk = 0, kKernelAborted = 1, kKernelTimedOut = 2 
 struct StepCounter {
   uint64_t* value;       // steps completed so far
   unsigned* blocksDone;  // blocks of the running kernel that have finished
+  uint64_t* ticket;      // the latest call ticket a finished kernel published (native/stream_order.h)
 };
 
 // Runtime scaling around the binary operator: PreMulSum multiplies each rank's input by that rank's

@@ -4,6 +4,10 @@
 // finish advances the counter by `steps`. The counter lives in device memory and only kernels touch
 // it, so a captured CUDA graph replays with fresh flags every time. Kernels of one communicator run in
 // stream order, so the next kernel always sees the advanced value.
+//
+// The same last block also publishes the call's ticket (nonzero for eager calls): a call of the
+// communicator on another stream waits for it with one stream memory operation, where an event
+// recorded after every call would cost host time and break early launch between kernels.
 #pragma once
 
 #include <cstdint>
@@ -17,15 +21,18 @@ __device__ __forceinline__ uint64_t beginSteps(const StepCounter& counter) {
   return *const_cast<volatile uint64_t*>(counter.value);
 }
 
-// Called by every thread at kernel end.
-__device__ __forceinline__ void endSteps(const StepCounter& counter, uint64_t base, uint64_t steps) {
+// Called by every thread at kernel end, on every path (an abandoned wait included): a call on another
+// stream may be waiting for `ticket`.
+__device__ __forceinline__ void endSteps(const StepCounter& counter, uint64_t base, uint64_t steps,
+                                         uint64_t ticket) {
   __syncthreads();
   if (threadIdx.x != 0) return;
   __threadfence();
   if (atomicAdd(counter.blocksDone, 1u) == gridDim.x - 1) {
     *counter.blocksDone = 0;
     *const_cast<volatile uint64_t*>(counter.value) = base + steps;
-    __threadfence();
+    __threadfence();  // every block's writes and the new step count, before the ticket releases a waiter
+    if (ticket != 0) *const_cast<volatile uint64_t*>(counter.ticket) = ticket;
   }
 }
 

@@ -71,6 +71,7 @@ const LoadedDriver& loaded() {
     MSCCLPP_RESOLVE(cuMemImportFromShareableHandle, 10020);
     MSCCLPP_RESOLVE(cuMemGetAllocationPropertiesFromHandle, 10020);
     MSCCLPP_RESOLVE(cuMemRetainAllocationHandle, 11000);
+    MSCCLPP_RESOLVE(cuStreamWaitValue64, 11070);
 #undef MSCCLPP_RESOLVE
     driver.ok = ok;
     if (ok) {

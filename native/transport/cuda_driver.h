@@ -36,6 +36,7 @@ struct CudaDriver {
   PFN_cuMemImportFromShareableHandle_v10020 cuMemImportFromShareableHandle;
   PFN_cuMemGetAllocationPropertiesFromHandle_v10020 cuMemGetAllocationPropertiesFromHandle;
   PFN_cuMemRetainAllocationHandle_v11000 cuMemRetainAllocationHandle;
+  PFN_cuStreamWaitValue64_v11070 cuStreamWaitValue64;  // cuda.h renames it to its _v2, as above
 };
 
 // The driver table, resolved on the first call (thread-safe). Where there is no usable driver, returns
