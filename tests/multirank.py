@@ -6,9 +6,20 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def wait_for_device(limit_s: float = 30.0) -> None:
+    """Waits until a new process can allocate on the GPU. After a client is killed, the MPS server
+    turns new clients away ("busy or unavailable") for a moment while it cleans up after it."""
+    probe = [sys.executable, "-c", "import cupy; cupy.zeros(1); cupy.cuda.runtime.deviceSynchronize()"]
+    deadline = time.monotonic() + limit_s
+    while subprocess.run(probe, capture_output=True, check=False).returncode != 0:
+        assert time.monotonic() < deadline, "the GPU stayed unavailable to new processes"
+        time.sleep(1.0)
 
 
 def run_ranks(

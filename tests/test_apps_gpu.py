@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from multirank import wait_for_device
 
 TESTS = Path(__file__).resolve().parent
 APPS_DIR = TESTS / "apps"
@@ -109,3 +110,24 @@ def test_app(app: str, nranks: int, request: pytest.FixtureRequest) -> None:
     assert seen == expected, (
         f"RESULT lines by item and rank: {seen}, expected {expected}\n{common.tail(output)}"
     )
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch_missing(), reason="PyTorch is not installed")
+@pytest.mark.parametrize("nranks", [2, 4])
+@pytest.mark.parametrize("handling", ["0", "2"])
+def test_peer_death_then_destroy_process_group(
+    handling: str, nranks: int, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """The last rank is killed with all-reduces queued: every survivor's training loop gets an error (from
+    PyTorch's watchdog with TORCH_NCCL_ASYNC_ERROR_HANDLING=2, from the next call with =0), and
+    dist.destroy_process_group() ends promptly, as does the process (tests/apps/peer_death_worker.py)."""
+    wait_for_device()  # the previous test may have killed a rank
+    lib = request.getfixturevalue("nccl_lib").resolve()
+    env = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": handling, "MSCCLPP_NCCL_WAIT_TIMEOUT": "0"}
+    rc, output = launch_app(nranks, APPS_DIR / "peer_death_worker.py", [str(tmp_path)], lib, env)
+    print("\n".join(ln for ln in output.splitlines() if "RESULT" in ln))
+    assert rc == 0, common.tail(output)
+    assert "victim: killed as planned" in output, common.tail(output)
+    passes = output.count("PASS peer_death")
+    assert passes == nranks - 1, f"{passes} of {nranks - 1} survivors passed\n{common.tail(output)}"

@@ -5,31 +5,18 @@ thread is blocked in split, shrink or window registration. Every launch is bound
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-from multirank import ROOT, run_ranks
+from multirank import ROOT, run_ranks, wait_for_device
 
 WORKER = ROOT / "tests" / "gpu" / "failure_worker.py"
 LAUNCH_TIMEOUT = 110.0
 BOOTSTRAP_TIMEOUT = "5"
 
 
-def _wait_for_device(limit_s: float = 30.0) -> None:
-    """Waits until a new process can allocate on the GPU. After a client is killed, the MPS server
-    turns new clients away ("busy or unavailable") for a moment while it cleans up after it."""
-    probe = [sys.executable, "-c", "import cupy; cupy.zeros(1); cupy.cuda.runtime.deviceSynchronize()"]
-    deadline = time.monotonic() + limit_s
-    while subprocess.run(probe, capture_output=True, check=False).returncode != 0:
-        assert time.monotonic() < deadline, "the GPU stayed unavailable to new processes"
-        time.sleep(1.0)
-
-
 def _launch(nranks: int, tmp_path: Path, scenario: str, **env: str) -> str:
-    _wait_for_device()
+    wait_for_device()
     output = run_ranks(nranks, WORKER, str(tmp_path), scenario, timeout=LAUNCH_TIMEOUT, env=env)
     # Shown with -s: where the time goes (RESULT lines, and the teardown and abort phases at INFO).
     for line in output.splitlines():
