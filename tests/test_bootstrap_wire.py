@@ -6,6 +6,7 @@ The C++ driver (tests/bootstrap_driver.cc) is built with g++ (sanitized where th
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -14,6 +15,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -354,6 +356,38 @@ def test_frames_are_capped_and_buffers_grow_with_the_data(driver: Path, victim_f
     assert "dropping a second connection that claims to be rank 1" in log, log
     for s in [held, huge, *liars]:
         s.close()
+
+
+def test_a_peer_with_the_secret_cannot_queue_without_bound(driver: Path, victim_factory) -> None:
+    """Rank 2 holds the secret and sends ten frames just under the cap (640 MiB) that nobody takes: the
+    victim queues 256 MiB of them, then reads that connection no further, so the sender blocks and the
+    victim's memory stays bounded; the rendezvous with the real rank 1 still completes."""
+    v = victim_factory(3, NCCL_DEBUG="WARN", MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT="30")
+    held = v.claim(1)
+    flood = v.claim(2)
+    time.sleep(0.2)
+    before = rss_bytes(v.proc.pid)
+    payload = bytes(MAX_FRAME_BYTES - 1)
+    sent: list[int] = []
+
+    def send_all() -> None:
+        with contextlib.suppress(OSError):
+            for _ in range(10):
+                flood.sendall(frame(77, payload))
+                sent.append(1)
+
+    sender = threading.Thread(target=send_all, daemon=True)
+    sender.start()
+    time.sleep(3.0)
+    grown = rss_bytes(v.proc.pid) - before
+    assert sender.is_alive() and len(sent) < 10, f"all {len(sent)} frames went through: no back-pressure"
+    assert grown < 330 * MIB, f"640 MiB of frames nobody took grew the victim by {grown / MIB:.0f} MiB"
+    log, (rc, out) = v.complete(driver, held)
+    assert "GOT alive" in log, log
+    assert "OK rank 0" in log and rc == 0 and "OK rank 1" in out, log + out
+    flood.close()
+    held.close()
+    sender.join(timeout=10)
 
 
 # --- 4. unauthenticated connections ---------------------------------------------------------------

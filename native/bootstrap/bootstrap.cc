@@ -60,6 +60,10 @@ constexpr int kReservedTagMax = INT_MIN + 15;
 // well under 1 KiB) or a point-to-point message of the library (ids, a few hundred bytes); 64 MiB is
 // room for a whole kMaxRanks-table of 1 KiB descriptors, while a lying header costs at most this much.
 constexpr uint64_t kMaxFrameBytes = 64ull << 20;
+// The most that frames from one peer may hold here before the owner takes them: past it, the receiver
+// reads that peer's connection no further (TCP then holds the sender back). The library's own traffic
+// stays far below; a peer that holds the secret cannot grow this process without bound.
+constexpr uint64_t kMaxQueuedBytes = 4 * kMaxFrameBytes;
 // Payload buffers start at this size and double as bytes arrive, up to the announced size.
 constexpr size_t kFirstChunkBytes = 64 << 10;
 constexpr size_t kCoalesceBytes = 4096;  // small frames go out in one write
@@ -391,7 +395,8 @@ class TcpBootstrap final : public Bootstrap {
         timeout_(timeoutSeconds),
         peerClaimed_(nranks, 0),
         peerClosed_(nranks, 0),
-        peerLost_(nranks, 0) {
+        peerLost_(nranks, 0),
+        queuedBytes_(nranks, 0) {
     memcpy(secret_, secret, kSecretBytes);
     for (int i = 0; i < nranks; ++i) out_.push_back(std::make_unique<Outgoing>());
     LiveBootstraps::get().add(this);
@@ -451,7 +456,10 @@ class TcpBootstrap final : public Bootstrap {
   Status sendFrame(int peer, int tag, const void* data, size_t bytes);
   Status recvFrame(int peer, int tag, void* data, size_t bytes);
   Status connectPeer(Outgoing& out, int peer);
-  void deliver(int peer, int tag, std::vector<char> payload);
+  // Queues a frame for the owner; false once the peer's queue is full (stop reading from it).
+  bool deliver(int peer, int tag, std::vector<char> payload);
+  bool queueFull(int peer);
+  void wakeReceiver();
   void markPeerClosed(int peer);
   void connectionEnded(const Incoming& in);
   Status lostPeerError(const char* op) const;
@@ -478,8 +486,9 @@ class TcpBootstrap final : public Bootstrap {
   std::mutex mailMu_;
   std::condition_variable mailCv_;
   std::map<std::pair<int, int>, std::deque<std::vector<char>>> mailbox_;  // (peer, tag) -> FIFO
-  std::vector<char> peerClosed_;  // peer's connection ended: nothing more will arrive from it
-  std::vector<char> peerLost_;    // ... and without a goodbye
+  std::vector<char> peerClosed_;       // peer's connection ended: nothing more will arrive from it
+  std::vector<char> peerLost_;         // ... and without a goodbye
+  std::vector<uint64_t> queuedBytes_;  // payload bytes delivered from each peer and not taken yet
   int firstLost_ = -1;
   PeerLostHandler onLost_;
   bool receiverFailed_ = false;
@@ -697,6 +706,9 @@ Status TcpBootstrap::recvFrame(int peer, int tag, void* data, size_t bytes) {
         message = std::move(it->second.front());
         it->second.pop_front();
         if (it->second.empty()) mailbox_.erase(it);
+        const bool wasFull = queuedBytes_[peer] >= kMaxQueuedBytes;
+        queuedBytes_[peer] -= message.size();
+        if (wasFull && queuedBytes_[peer] < kMaxQueuedBytes) wakeReceiver();  // read that peer again
         outcome = kGot;
         break;
       }
@@ -743,12 +755,29 @@ Status TcpBootstrap::recvFrame(int peer, int tag, void* data, size_t bytes) {
   return Status::kSuccess;
 }
 
-void TcpBootstrap::deliver(int peer, int tag, std::vector<char> payload) {
+bool TcpBootstrap::deliver(int peer, int tag, std::vector<char> payload) {
+  bool room = true;
   {
     std::lock_guard<std::mutex> lock(mailMu_);
+    queuedBytes_[peer] += payload.size();
+    room = queuedBytes_[peer] < kMaxQueuedBytes;
     mailbox_[{peer, tag}].push_back(std::move(payload));
   }
   mailCv_.notify_all();
+  return room;
+}
+
+bool TcpBootstrap::queueFull(int peer) {
+  std::lock_guard<std::mutex> lock(mailMu_);
+  return queuedBytes_[peer] >= kMaxQueuedBytes;
+}
+
+// Interrupts the receiver's poll (it then looks at every connection again).
+void TcpBootstrap::wakeReceiver() {
+  if (!wakeWrite_.valid()) return;
+  char byte = 1;
+  ssize_t ignored = write(wakeWrite_.fd(), &byte, 1);
+  (void)ignored;  // a full pipe already wakes the receiver
 }
 
 void TcpBootstrap::markPeerClosed(int peer) {
@@ -916,7 +945,9 @@ void TcpBootstrap::receiverLoop() {
     fds.push_back({listener_.fd(), POLLIN, 0});
     Deadline wake = Clock::now() + std::chrono::seconds(1);
     for (const auto& in : conns) {
-      fds.push_back({in->sock.fd(), POLLIN, 0});
+      // A peer whose frames fill its queue is not read until the owner takes some (hang-ups still show).
+      const bool paused = in->peer >= 0 && queueFull(in->peer);
+      fds.push_back({in->sock.fd(), static_cast<short>(paused ? 0 : POLLIN), 0});
       if (in->peer < 0) wake = std::min(wake, in->handshakeDeadline);
     }
     if (poll(fds.data(), fds.size(), pollTimeoutMs(wake)) < 0 && errno != EINTR)
@@ -1014,13 +1045,12 @@ bool TcpBootstrap::serveIncoming(Incoming& in) {
       in.have += static_cast<size_t>(n);
       if (in.have < in.header.bytes) continue;
     }
-    if (in.header.tag == kTagGoodbye)
-      in.saidGoodbye = true;
-    else
-      deliver(in.peer, in.header.tag, std::move(in.payload));
+    const bool room = in.header.tag == kTagGoodbye || deliver(in.peer, in.header.tag, std::move(in.payload));
+    in.saidGoodbye = in.saidGoodbye || in.header.tag == kTagGoodbye;
     in.payload = std::vector<char>();
     in.inPayload = false;
     in.have = 0;
+    if (!room) return true;  // paused until the owner takes frames
   }
   connectionEnded(in);  // the peer left, died or broke the protocol: nothing more will come
   return false;
@@ -1028,11 +1058,7 @@ bool TcpBootstrap::serveIncoming(Incoming& in) {
 
 void TcpBootstrap::stop() {
   aborted_.store(true);
-  if (wakeWrite_.valid()) {
-    char byte = 1;
-    ssize_t ignored = write(wakeWrite_.fd(), &byte, 1);
-    (void)ignored;  // a full pipe already wakes the receiver
-  }
+  wakeReceiver();
   {
     std::lock_guard<std::mutex> lock(mailMu_);
   }  // a waiter between its check and its wait sees the flag
