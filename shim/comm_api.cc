@@ -34,9 +34,12 @@ void release(ncclComm* comm, bool abort) {
     comm->state = abort ? CommState::kAborted : CommState::kDestroyed;
   }
   const Clock::time_point locked = Clock::now();
+  bool detached = false;
   if (worker.joinable()) {
     // An initialisation still in the rendezvous may wait for ranks that never come: leave it to
-    // finish (or time out) on its own; runJob drops what it built once it sees the new state.
+    // finish (or time out) on its own; runJob drops what it built once it sees the new state. That
+    // thread still holds `comm`, which is therefore never freed.
+    detached = abort;
     if (abort)
       worker.detach();
     else
@@ -50,6 +53,7 @@ void release(ncclComm* comm, bool abort) {
                  "calls left %.1f ms, teardown %.1f ms",
                  comm->rank, ms(start, Clock::now()), ms(start, raised), ms(raised, locked),
                  ms(locked, Clock::now()));
+  if (!detached && !comm->retired.exchange(true)) retireHandle(comm);
 }
 
 ncclResult_t newChildHandle(ncclComm_t parent, ncclConfig_t* config, ncclComm** out) {
@@ -65,8 +69,11 @@ ncclResult_t newChildHandle(ncclComm_t parent, ncclConfig_t* config, ncclComm** 
 }  // namespace
 
 NCCL_API(ncclResult_t, ncclCommFinalize, (ncclComm_t comm), comm) {
-  // Work is only ever enqueued on the caller's streams, so there is nothing left to flush here.
-  return checkKnownComm(comm, "ncclCommFinalize");
+  // Work is only ever enqueued on the caller's streams, so there is nothing left to flush here. As in
+  // stock NCCL, the communicator's asynchronous error (a lost peer) is reported.
+  NCCL_TRY(checkKnownComm(comm, "ncclCommFinalize"));
+  std::shared_lock<std::shared_mutex> lock(comm->implMutex);
+  return comm->impl ? toNccl(comm->impl->asyncError()) : ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommDestroy, (ncclComm_t comm), comm) {

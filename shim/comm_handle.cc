@@ -3,9 +3,16 @@
 #include <cstddef>
 
 #include "shim/group.h"
+#include "shim/handle_quarantine.h"
 
 using mscclpp_nccl::fail;
 using mscclpp_nccl::Status;
+
+void retireHandle(ncclComm* comm) {
+  // Never destroyed: API calls from other threads (a watchdog) may run during exit.
+  static auto* quarantine = new HandleQuarantine<ncclComm>(kDestroyedHandlesKept);
+  quarantine->add(comm);
+}
 
 ncclResult_t checkKnownComm(ncclComm_t comm, const char* function) {
   if (comm == nullptr) return toNccl(fail(Status::kInvalidArgument, "%s: comm is NULL", function));

@@ -1,6 +1,7 @@
 // What an ncclComm_t points at: the native communicator plus the C API's bookkeeping (init state,
-// blocking mode, PreMulSum ops). Handles are never freed: a destroyed one stays as a tombstone so
-// that a stale handle is reported as an error instead of touching freed memory.
+// blocking mode, PreMulSum ops). A destroyed handle stays as a tombstone for the next
+// kDestroyedHandlesKept destroys (shim/handle_quarantine.h), so that a stale handle is reported as an
+// error instead of touching freed memory, and is freed after that.
 #pragma once
 
 #include <atomic>
@@ -26,8 +27,10 @@ struct PreMulSumOp {
 
 struct ncclComm {
   static constexpr uint64_t kMagic = 0x6d7363636c707063ull;  // "msccl++c"
+  ~ncclComm() { magic = 0; }  // a handle used after it was freed is less likely to pass as live
   uint64_t magic = kMagic;
   std::atomic<CommState> state{CommState::kInitializing};
+  std::atomic<bool> retired{false};  // handed to the quarantine (by exactly one of abort and destroy)
   std::atomic<ncclResult_t> initResult{ncclInProgress};
   std::string initError;  // ncclGetLastError text of a failed initialisation
   bool blocking = true;
@@ -49,6 +52,10 @@ struct ncclComm {
   // every call would add two CUDA calls to the per-call cost.
   std::atomic<cudaStream_t> checkedStream{nullptr};
 };
+
+constexpr size_t kDestroyedHandlesKept = 1024;
+// Hands a destroyed handle to the quarantine, which frees it after kDestroyedHandlesKept later ones.
+void retireHandle(ncclComm* comm);
 
 // Checks that `comm` is a live handle whose initialisation finished.
 ncclResult_t checkReadyComm(ncclComm_t comm, const char* function);
