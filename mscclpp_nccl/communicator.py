@@ -11,6 +11,7 @@ from .binding import (
     DTYPE_SIZES,
     SPLIT_NOCOLOR,
     Nccl,
+    NcclError,
     dtype_code,
     ffi,
     new_config,
@@ -181,11 +182,20 @@ class Communicator:
             self._nccl.check(self._nccl.lib.ncclCommAbort(comm))
 
     def destroy(self) -> None:
-        """ncclCommFinalize (waits for this rank's pending collectives) then ncclCommDestroy."""
+        """ncclCommFinalize (waits for this rank's pending collectives) then ncclCommDestroy. The
+        communicator is released even when finalize reports its asynchronous error (a lost peer), and
+        that error is raised afterwards."""
         if self._comm is not None:
             comm, self._comm = self._comm, None
-            self._nccl.check(self._nccl.lib.ncclCommFinalize(comm), comm)
+            finalized = int(self._nccl.lib.ncclCommFinalize(comm))
+            failure: NcclError | None = None
+            try:
+                self._nccl.check(finalized, comm)
+            except NcclError as e:
+                failure = e
             self._nccl.check(self._nccl.lib.ncclCommDestroy(comm))
+            if failure is not None:
+                raise failure
 
     def __enter__(self) -> Communicator:
         return self

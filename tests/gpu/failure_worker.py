@@ -152,7 +152,13 @@ def collective_rank(variant: str, shared: Path, rank: int, size: int, uid: str) 
     if variant == "abort":
         comm.abort()
     else:
-        comm.destroy()  # what destroy_process_group does when it does not abort: must return too
+        # What destroy_process_group does when it does not abort: must end too. Finalize reports the
+        # lost peer (as stock NCCL's does); the communicator is destroyed all the same.
+        try:
+            comm.destroy()
+            raise AssertionError("destroy reported no error after a peer's death")
+        except NcclError as e:
+            assert e.code == REMOTE_ERROR, f"destroy raised {e}, expected ncclRemoteError"
     ended = time.monotonic() - start
     stream.synchronize()  # the queued kernels are gone
     drained = time.monotonic() - start
