@@ -173,6 +173,10 @@ def build_native(force: bool = False, verbose: bool = False) -> Path:
         link += ["-Xlinker", f"--version-script={EXPORTS_MAP}"]
     else:
         print("mscclpp-nccl: warning: shim/exports.map missing; exporting every visible symbol", flush=True)
+    # Never unmapped by dlclose: the library runs threads of its own (each rank's bootstrap receiver, a
+    # rendezvous root waiting for late ranks), and a loader that closes it at exit (cffi, when its
+    # handle is collected) would leave them running in unmapped code.
+    link += ["-Xlinker", "-z", "-Xlinker", "nodelete"]
     link += ["-lpthread", "-ldl", "-lrt"]
     link_stamp = OBJ_DIR / "link.json"
     inputs = [*objects, *([EXPORTS_MAP] if EXPORTS_MAP.exists() else [])]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -83,3 +84,19 @@ def test_soname() -> None:
     ours, stock = _libraries()
     assert stock_nccl.soname(stock) == "libnccl.so.2"
     assert stock_nccl.soname(ours) == "libnccl.so.2"
+
+
+def test_library_is_never_unloaded() -> None:
+    """Its own threads (bootstrap receivers, a rendezvous root waiting for late ranks) may outlive a
+    dlclose, such as cffi's when its handle is collected at exit: the library must stay mapped
+    (DF_1_NODELETE), or they run on in unmapped code (SIGSEGV at exit, seen on the GPU in session 6)."""
+    if shutil.which("readelf") is None:
+        pytest.skip("readelf (binutils) is not installed")
+    ours, why = stock_nccl.our_lib()
+    if ours is None:
+        pytest.skip(why)
+    dynamic = subprocess.run(
+        ["readelf", "-d", "--wide", str(ours)], check=True, capture_output=True, text=True
+    ).stdout
+    flags = [line for line in dynamic.splitlines() if "(FLAGS_1)" in line]
+    assert flags and "NODELETE" in flags[0], f"no NODELETE in the dynamic section:\n{dynamic}"
