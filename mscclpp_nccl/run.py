@@ -19,12 +19,25 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from typing import IO
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, TypeVar
 
 from .gpus import gpu_uuids, visible_gpus
 
 TIMEOUT_EXIT = 124  # like coreutils timeout(1)
+
+_T = TypeVar("_T")
+
+
+def guarded(label: str, run: Callable[[], _T]) -> _T | int:
+    """run()'s result, or a command's exit code: 130 on Ctrl-C, 2 (saying why) on RuntimeError/ValueError."""
+    try:
+        return run()
+    except KeyboardInterrupt:
+        return 130
+    except (RuntimeError, ValueError) as e:
+        print(f"{label}: error: {e}", file=sys.stderr)
+        return 2
 
 
 def assign_gpus(nranks: int, gpus: Sequence[str], mode: str = "blocked") -> list[str | None]:
@@ -345,8 +358,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not cmd:
         parser.error("no command given (put it after --)")
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus is not None else None
-    try:
-        return launch(
+    return guarded(
+        "[launcher]",
+        lambda: launch(
             args.nranks,
             cmd,
             mps=args.mps,
@@ -355,12 +369,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             assign=args.assign,
             prefix=not args.no_prefix,
             grace=args.grace,
-        )
-    except KeyboardInterrupt:
-        return 130
-    except (RuntimeError, ValueError) as e:
-        print(f"[launcher] error: {e}", file=sys.stderr)
-        return 2
+        ),
+    )
 
 
 if __name__ == "__main__":
