@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -167,14 +168,25 @@ def mps_daemon(base_env: dict[str, str]) -> Iterator[dict[str, str]]:
 # --- processes ---------------------------------------------------------------------------------------
 
 
-def _pump(stream: IO[bytes], out: IO[bytes], prefix: bytes, lock: threading.Lock) -> None:
+# Where a command wants its ranks' lines: (rank, whether from stderr, the line).
+OutputSink = Callable[[int, bool, bytes], None]
+
+
+def _pump(stream: IO[bytes], write: Callable[[bytes], None], prefix: bytes, lock: threading.Lock) -> None:
     for line in iter(stream.readline, b""):
         if not line.endswith(b"\n"):
             line += b"\n"
         with lock:
-            out.write(prefix + line)
-            out.flush()
+            write(prefix + line)
     stream.close()
+
+
+def _writer(out: IO[bytes]) -> Callable[[bytes], None]:
+    def write(data: bytes) -> None:
+        out.write(data)
+        out.flush()
+
+    return write
 
 
 def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
@@ -234,8 +246,11 @@ def launch(
     grace: float = 3.0,
     unique_id: bool = True,
     env: dict[str, str] | None = None,
+    output: OutputSink | None = None,
 ) -> int:
-    """Runs the ranks to the end; returns 0, the first failing rank's exit code, or 124 on timeout."""
+    """Runs the ranks to the end; returns 0, the first failing rank's exit code, or 124 on timeout.
+
+    The ranks' lines go to this process's stdout and stderr as they come, or to output where given."""
     if nranks < 1:
         raise ValueError("nranks must be at least 1")
     if not cmd:
@@ -256,7 +271,7 @@ def launch(
             placement = [uuids.get(g, g) if g is not None else None for g in placement]
         elif mps:
             print("[launcher] --mps: no GPU is shared by several ranks; not using MPS", file=sys.stderr)
-        rc = _run_ranks(nranks, cmd, placement, uid, port, mps_env, base, timeout, prefix, grace)
+        rc = _run_ranks(nranks, cmd, placement, uid, port, mps_env, base, timeout, prefix, grace, output)
     return rc
 
 
@@ -271,6 +286,7 @@ def _run_ranks(
     timeout: float | None,
     prefix: bool,
     grace: float,
+    output: OutputSink | None,
 ) -> int:
     lock = threading.Lock()
     procs: list[subprocess.Popen[bytes]] = []
@@ -292,8 +308,12 @@ def _run_ranks(
             procs.append(p)
             tag = f"[{rank}] ".encode() if prefix else b""
             assert p.stdout is not None and p.stderr is not None
-            for stream, out in ((p.stdout, sys.stdout.buffer), (p.stderr, sys.stderr.buffer)):
-                t = threading.Thread(target=_pump, args=(stream, out, tag, lock), daemon=True)
+            for stream, is_err in ((p.stdout, False), (p.stderr, True)):
+                if output is None:
+                    write = _writer(sys.stderr.buffer if is_err else sys.stdout.buffer)
+                else:
+                    write = functools.partial(output, rank, is_err)
+                t = threading.Thread(target=_pump, args=(stream, write, tag, lock), daemon=True)
                 t.start()
                 pumps.append(t)
         while True:

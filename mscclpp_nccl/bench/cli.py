@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from ..progress import RankView
 from .collectives import ROOTED
 from .options import Options, build_parser, parse_args, run_command
 from .worker import worker_main
@@ -70,8 +71,12 @@ def run_bench(opts: Options, argv: list[str]) -> int:
     cmd = [sys.executable, "-m", "mscclpp_nccl.bench", *argv, "--worker"]
     if opts.lib:
         cmd += ["--lib", os.path.abspath(opts.lib)]
-    env = {**os.environ, **extra}
-    timeout = opts.run_timeout
-    return guarded(
-        PROG, lambda: launch(nranks, cmd, mps=mps, timeout=timeout, prefix=False, unique_id=False, env=env)
-    )
+    with RankView(opts.collective) as view:
+        env = view.rank_env({**os.environ, **extra})
+        timeout, output = opts.run_timeout, view.output
+        return guarded(
+            PROG,
+            lambda: launch(
+                nranks, cmd, mps=mps, timeout=timeout, prefix=False, unique_id=False, env=env, output=output
+            ),
+        )

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..progress import PROGRESS_ENV
 from .options import Options
 
 
@@ -75,10 +76,13 @@ def program_name(collective: str) -> str:
 
 
 def env_summary() -> dict[str, str]:
-    """The NCCL_, MSCCLPP_, CUDA and NVIDIA variables of this process (not the unique id)."""
+    """The NCCL_, MSCCLPP_, CUDA and NVIDIA variables of this process (not the unique id, nor how progress
+    is shown)."""
     keep = ("NCCL_", "MSCCLPP_", "CUDA_VISIBLE_DEVICES", "CUDA_MPS_", "NVIDIA_")
     return {
-        k: v for k, v in sorted(os.environ.items()) if k.startswith(keep) and k != "MSCCLPP_NCCL_UNIQUE_ID"
+        k: v
+        for k, v in sorted(os.environ.items())
+        if k.startswith(keep) and k not in ("MSCCLPP_NCCL_UNIQUE_ID", PROGRESS_ENV)
     }
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..progress import Progress, for_rank
 from .calls import make_issuer
 from .collectives import (
     OP_COLUMN,
@@ -25,6 +26,7 @@ from .collectives import (
     bandwidth,
     combine_times,
     layout,
+    rough_call_seconds,
 )
 from .data import data_kind, expected_output, seed_key, show_value, wrong_mask
 from .options import Options
@@ -41,6 +43,8 @@ from .report import (
     write_json,
 )
 
+ROW_OVERHEAD_S = 0.005  # per size and placement: copies, host exchanges (a guess, for progress)
+
 
 class Worker(Rank):
     """One rank of the benchmark: the rank's hold on the GPU, and nccl-tests' loop over sizes."""
@@ -52,6 +56,7 @@ class Worker(Rank):
         self.bw_sum = 0.0
         self.bw_count = 0
         self.algo = os.environ.get("NCCL_ALGO")
+        self.progress = Progress(0.0)
 
     def bench_time(
         self, lay: Layout, dt: DType, op: str | None, root: int, in_place: bool, size_index: int
@@ -163,6 +168,7 @@ class Worker(Rank):
         op_name = op if op is not None else "none"
         for index, nbytes in enumerate(sizes):
             lay = layout(coll, nbytes, dt.size, self.nranks)
+            self.progress.begin(f"{dt.name} {op_name}{f' root {root}' if root >= 0 else ''} {lay.size} B")
             out = self.bench_time(lay, dt, op, root, False, index)
             inp = self.bench_time(lay, dt, op, root, True, index)
             row = {
@@ -180,6 +186,13 @@ class Worker(Rank):
                 for res in (out, inp):
                     line += format_result(res["time"], res["alg_bw"], res["bus_bw"], res["nwrong"])
                 print(line, flush=True)
+            self.progress.advance(2 * row_seconds(self.opts, nbytes))
+
+
+def row_seconds(opts: Options, nbytes: int) -> float:
+    """A rough guess of the seconds one size takes in one placement (the weight of its progress)."""
+    calls = max(opts.warmup_iters, 1) + opts.iters * opts.agg_iters * max(opts.graph_launches, 1) + opts.check
+    return ROW_OVERHEAD_S + calls * rough_call_seconds(nbytes)
 
 
 def _run_types(opts: Options, version: int, cc: int) -> list[DType]:
@@ -222,6 +235,8 @@ def worker_main(
             if op == "mulsum" and opts.collective in REDUCING and w.version < 21100:
                 raise BenchError("mulsum needs NCCL 2.11 or later")
         sizes = opts.sizes()
+        total = len(types) * len(ops) * len(roots) * sum(2 * row_seconds(opts, n) for n in sizes)
+        w.progress = for_rank(rank, total)
         program = program_name(opts.collective)
         doc = {
             "version": 2,

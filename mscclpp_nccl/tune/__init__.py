@@ -48,6 +48,7 @@ driver (the command). Their public names are here.
 
 from __future__ import annotations
 
+from ..progress import format_duration, remaining_estimate
 from .candidates import (
     ALGO_ENV,
     ALGORITHMS,
@@ -70,11 +71,10 @@ from .plot import plot_results, plot_series, stock_series
 from .policy import (
     estimate_point_seconds,
     estimate_run_seconds,
-    remaining_estimate,
     replays_for,
     should_prune,
 )
-from .report import format_bytes, format_cell, format_duration, format_point_line, format_rules, format_us
+from .report import format_bytes, format_cell, format_point_line, format_rules, format_us
 from .results import RAW_FORMAT, RAW_VERSION, load_raw, make_raw, point_times, read_run, run_candidates
 from .rules import TIE_TOLERANCE, build_entries, compress_rules, pick_winner, winners
 from .table import (

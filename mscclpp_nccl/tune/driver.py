@@ -14,6 +14,7 @@ from typing import Any
 
 from ..bench.cli import default_ranks, launch_plan
 from ..bench.options import run_command
+from ..progress import RankView
 from ..run import guarded
 from .candidates import ALGO_ENV
 from .options import TuneOptions, build_parser, parse_args
@@ -44,7 +45,12 @@ def _launch_workers(
     if stock:
         assert cfg.stock_lib is not None
         cmd += ["--stock", "--stock-lib", os.path.abspath(cfg.stock_lib)]
-    return launch(nranks, cmd, mps=mps, timeout=cfg.run_timeout, prefix=False, unique_id=False, env=env)
+    with RankView("stock NCCL" if stock else "tuning") as view:
+        env = view.rank_env(env)
+        timeout, output = cfg.run_timeout, view.output
+        return launch(
+            nranks, cmd, mps=mps, timeout=timeout, prefix=False, unique_id=False, env=env, output=output
+        )
 
 
 def run_tuning(cfg: TuneOptions, argv: Sequence[str]) -> tuple[int, dict[str, Any] | None]:

@@ -44,13 +44,6 @@ def estimate_run_seconds(
     return total
 
 
-def remaining_estimate(total_estimate: float, estimate_done: float, elapsed: float) -> float:
-    """What is left of the up-front estimate, scaled by how the finished part compared with its estimate."""
-    if estimate_done <= 0:
-        return max(0.0, total_estimate - estimate_done)
-    return max(0.0, total_estimate - estimate_done) * (elapsed / estimate_done)
-
-
 def replays_for(warm_seconds: float, replays: int, time_per_point: float) -> int:
     """Replays to time: --replays, fewer (at least MIN_REPLAYS) when one replay is long."""
     if replays <= MIN_REPLAYS or warm_seconds <= 0:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..progress import format_duration
+
 
 def format_bytes(n: int) -> str:
     """8 B, 1 KB, 256 MB (binary units where exact)."""
@@ -20,15 +22,6 @@ def format_us(t: float) -> str:
     if t < 1000:
         return f"{t:.1f}"
     return f"{t:.0f}"
-
-
-def format_duration(seconds: float) -> str:
-    s = max(0, round(seconds))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
 def format_cell(label: str, status: str, time_us: float | None) -> str:

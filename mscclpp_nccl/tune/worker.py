@@ -14,12 +14,13 @@ from typing import Any
 from ..bench.collectives import COLLECTIVES, Layout
 from ..bench.data import data_kind, seed_key
 from ..bench.process import BenchError, RankInfo, say
+from ..progress import Progress, for_rank, format_duration
 from .candidates import Candidate, block_cap
 from .comms import Live
 from .measure import ROOT, MeasuringRank, Outcome, reference
 from .options import TuneOptions, candidates_for, tuned_points
-from .policy import EST_COMM_INIT_S, estimate_point_seconds, estimate_run_seconds, remaining_estimate
-from .report import format_duration, format_point_line
+from .policy import EST_COMM_INIT_S, estimate_point_seconds, estimate_run_seconds
+from .report import format_bytes, format_point_line
 from .results import RAW_FORMAT, RAW_VERSION, point_times
 from .rules import pick_winner
 from .table import write_atomic
@@ -32,6 +33,7 @@ class TuneWorker(MeasuringRank):
         super().__init__(cfg, where, cupy, nccl)
         self.doc: dict[str, Any] = {}
         self.start = time.monotonic()
+        self.progress = Progress(0.0, start=self.start)
 
     def gpu_facts(self) -> dict[str, Any]:
         line = self.device_line()
@@ -102,9 +104,9 @@ class TuneWorker(MeasuringRank):
             f" estimated {format_duration(total_estimate)} (rough; refined as sizes finish)"
         )
         self.alloc()
-        done_estimate = 0.0
+        self.progress = for_rank(self.rank, total_estimate, start=self.start)
         for coll, cands, points in plan:
-            done_estimate = self.tune_collective(coll, cands, points, total_estimate, done_estimate)
+            self.tune_collective(coll, cands, points)
         self.doc["end_time"] = time.strftime("%Y-%m-%d %H:%M:%S")
         self.doc["seconds"] = round(time.monotonic() - self.start, 3)
         self.write_results()
@@ -115,9 +117,7 @@ class TuneWorker(MeasuringRank):
         coll: str,
         cands: list[Candidate],
         points: list[tuple[int, Layout]],
-        total_estimate: float,
-        done_estimate: float,
-    ) -> float:
+    ) -> None:
         cfg = self.cfg
         dt = cfg.dtype
         self.opts = dataclasses.replace(self.base_opts, collective=coll)
@@ -134,17 +134,19 @@ class TuneWorker(MeasuringRank):
             f"## {coll}: {len(cands)} candidates ({', '.join(c.label for c in cands)}), {len(points)} sizes"
         )
         self.lives = [Live(c, i) for i, c in enumerate(cands)]
+        self.progress.begin(f"{coll}: creating {len(cands)} communicators")
         for live in self.lives:
             live.comm, err = self.create_comm(live.cand)
             if err:
                 excluded[live.cand.spec] = f"communicator init failed: {err}"
                 self.say0(f"# {coll}: excluded {live.cand.label}: {excluded[live.cand.spec]}")
-        done_estimate += len(cands) * EST_COMM_INIT_S
+        self.progress.advance(len(cands) * EST_COMM_INIT_S)
         kind = data_kind(coll, "sum")
         coll_index = COLLECTIVES.index(coll)
         for pi, (size, lay) in enumerate(points):
             nbytes = lay.count * dt.size
             seed = seed_key(0x7E, coll_index, size)
+            self.progress.begin(f"{coll} {format_bytes(size)}")
             with self.watchdog.phase(cfg.timeout * 4 + 600, f"{coll} {size} B: preparing data"):
                 self.init_data(lay, dt, kind, ROOT, False, seed)
                 expected, tol = reference(coll, dt, kind, self.nranks, self.rank, ROOT, lay, seed)
@@ -176,12 +178,13 @@ class TuneWorker(MeasuringRank):
                 "results": {spec: o.to_doc() for spec, o in outcomes.items()},
             }
             coll_doc["points"].append(point)
-            done_estimate += estimate_point_seconds(
-                lay.size, len(cands), cfg.calls_per_graph, cfg.replays, cfg.time_per_point
+            self.progress.advance(
+                estimate_point_seconds(
+                    lay.size, len(cands), cfg.calls_per_graph, cfg.replays, cfg.time_per_point
+                )
             )
             if self.rank == 0:
-                elapsed = time.monotonic() - self.start
-                eta = remaining_estimate(total_estimate, done_estimate, elapsed)
+                elapsed, eta = self.progress.clock()
                 times = point_times(point)
                 spec = pick_winner(times, [lv.cand.spec for lv in self.lives], set(excluded))
                 by_spec = {lv.cand.spec: lv.cand for lv in self.lives}
@@ -198,7 +201,6 @@ class TuneWorker(MeasuringRank):
         self.lives = []
         coll_doc["complete"] = True
         self.write_results()
-        return done_estimate
 
     def finish(self) -> None:
         self.comm = None
