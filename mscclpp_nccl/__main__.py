@@ -6,7 +6,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ._library import describe, library_path
+from ._library import library_path
+from .info import describe
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
-import re
 import shutil
 import signal
 import socket
@@ -20,53 +20,25 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from typing import IO
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, TypeVar
+
+from .gpus import gpu_uuids, visible_gpus
 
 TIMEOUT_EXIT = 124  # like coreutils timeout(1)
 
+_T = TypeVar("_T")
 
-def _nvidia_smi_lines() -> list[str]:
-    """`nvidia-smi -L` GPU lines (MIG lines excluded); [] without nvidia-smi or a driver."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return []
+
+def guarded(label: str, run: Callable[[], _T]) -> _T | int:
+    """run()'s result, or a command's exit code: 130 on Ctrl-C, 2 (saying why) on RuntimeError/ValueError."""
     try:
-        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    if out.returncode != 0:
-        return []
-    return [line.strip() for line in out.stdout.splitlines() if line.startswith("GPU ")]
-
-
-def visible_gpus(env: dict[str, str] | None = None) -> list[str]:
-    """GPUs this process may use, as CUDA_VISIBLE_DEVICES entries, without creating a CUDA context.
-
-    CUDA_VISIBLE_DEVICES wins when set (an empty value hides every GPU); else nvidia-smi's indices.
-    """
-    env = os.environ if env is None else env
-    cvd = env.get("CUDA_VISIBLE_DEVICES")
-    if cvd is not None:
-        entries = [e.strip() for e in cvd.split(",") if e.strip()]
-        # CUDA stops enumerating at the first invalid entry, e.g. "-1" or "NoDevFiles".
-        valid = []
-        for e in entries:
-            if e.startswith("-") or e == "NoDevFiles":
-                break
-            valid.append(e)
-        return valid
-    return [str(i) for i in range(len(_nvidia_smi_lines()))]
-
-
-def gpu_uuids() -> dict[str, str]:
-    """nvidia-smi index -> GPU UUID."""
-    uuids = {}
-    for line in _nvidia_smi_lines():
-        m = re.match(r"GPU (\d+):.*\(UUID: (GPU-[0-9a-fA-F-]+)\)", line)
-        if m:
-            uuids[m.group(1)] = m.group(2)
-    return uuids
+        return run()
+    except KeyboardInterrupt:
+        return 130
+    except (RuntimeError, ValueError) as e:
+        print(f"{label}: error: {e}", file=sys.stderr)
+        return 2
 
 
 def assign_gpus(nranks: int, gpus: Sequence[str], mode: str = "blocked") -> list[str | None]:
@@ -196,14 +168,25 @@ def mps_daemon(base_env: dict[str, str]) -> Iterator[dict[str, str]]:
 # --- processes ---------------------------------------------------------------------------------------
 
 
-def _pump(stream: IO[bytes], out: IO[bytes], prefix: bytes, lock: threading.Lock) -> None:
+# Where a command wants its ranks' lines: (rank, whether from stderr, the line).
+OutputSink = Callable[[int, bool, bytes], None]
+
+
+def _pump(stream: IO[bytes], write: Callable[[bytes], None], prefix: bytes, lock: threading.Lock) -> None:
     for line in iter(stream.readline, b""):
         if not line.endswith(b"\n"):
             line += b"\n"
         with lock:
-            out.write(prefix + line)
-            out.flush()
+            write(prefix + line)
     stream.close()
+
+
+def _writer(out: IO[bytes]) -> Callable[[bytes], None]:
+    def write(data: bytes) -> None:
+        out.write(data)
+        out.flush()
+
+    return write
 
 
 def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
@@ -263,8 +246,11 @@ def launch(
     grace: float = 3.0,
     unique_id: bool = True,
     env: dict[str, str] | None = None,
+    output: OutputSink | None = None,
 ) -> int:
-    """Runs the ranks to the end; returns 0, the first failing rank's exit code, or 124 on timeout."""
+    """Runs the ranks to the end; returns 0, the first failing rank's exit code, or 124 on timeout.
+
+    The ranks' lines go to this process's stdout and stderr as they come, or to output where given."""
     if nranks < 1:
         raise ValueError("nranks must be at least 1")
     if not cmd:
@@ -285,7 +271,7 @@ def launch(
             placement = [uuids.get(g, g) if g is not None else None for g in placement]
         elif mps:
             print("[launcher] --mps: no GPU is shared by several ranks; not using MPS", file=sys.stderr)
-        rc = _run_ranks(nranks, cmd, placement, uid, port, mps_env, base, timeout, prefix, grace)
+        rc = _run_ranks(nranks, cmd, placement, uid, port, mps_env, base, timeout, prefix, grace, output)
     return rc
 
 
@@ -300,6 +286,7 @@ def _run_ranks(
     timeout: float | None,
     prefix: bool,
     grace: float,
+    output: OutputSink | None,
 ) -> int:
     lock = threading.Lock()
     procs: list[subprocess.Popen[bytes]] = []
@@ -321,8 +308,12 @@ def _run_ranks(
             procs.append(p)
             tag = f"[{rank}] ".encode() if prefix else b""
             assert p.stdout is not None and p.stderr is not None
-            for stream, out in ((p.stdout, sys.stdout.buffer), (p.stderr, sys.stderr.buffer)):
-                t = threading.Thread(target=_pump, args=(stream, out, tag, lock), daemon=True)
+            for stream, is_err in ((p.stdout, False), (p.stderr, True)):
+                if output is None:
+                    write = _writer(sys.stderr.buffer if is_err else sys.stdout.buffer)
+                else:
+                    write = functools.partial(output, rank, is_err)
+                t = threading.Thread(target=_pump, args=(stream, write, tag, lock), daemon=True)
                 t.start()
                 pumps.append(t)
         while True:
@@ -387,8 +378,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not cmd:
         parser.error("no command given (put it after --)")
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus is not None else None
-    try:
-        return launch(
+    return guarded(
+        "[launcher]",
+        lambda: launch(
             args.nranks,
             cmd,
             mps=args.mps,
@@ -397,12 +389,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             assign=args.assign,
             prefix=not args.no_prefix,
             grace=args.grace,
-        )
-    except KeyboardInterrupt:
-        return 130
-    except (RuntimeError, ValueError) as e:
-        print(f"[launcher] error: {e}", file=sys.stderr)
-        return 2
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ._library import describe
+from .info import describe
 
 MIB = 1 << 20
 

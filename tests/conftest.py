@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from mscclpp_nccl._library import library_path
-from mscclpp_nccl.run import _nvidia_smi_lines
+from mscclpp_nccl.gpus import nvidia_smi_lines as _nvidia_smi_lines
 
 _HAS_GPU = bool(_nvidia_smi_lines())
 

@@ -503,12 +503,12 @@ def test_expected_output_matches_definitions(coll: str, nranks: int) -> None:
 
 
 def test_scalar_bits() -> None:
-    assert b._scalar_bits(b.TYPE_BY_NAME["float"], 2) == 0x40000000
-    assert b._scalar_bits(b.TYPE_BY_NAME["half"], 1) == 0x3C00
-    assert b._scalar_bits(b.TYPE_BY_NAME["bfloat16"], 2) == 0x4000
-    assert b._scalar_bits(b.TYPE_BY_NAME["f8e4m3"], 2) == 0x40
-    assert b._scalar_bits(b.TYPE_BY_NAME["f8e5m2"], 1) == 0x3C
-    assert b._scalar_bits(b.TYPE_BY_NAME["int64"], 2) == 2
+    assert b.scalar_bits(b.TYPE_BY_NAME["float"], 2) == 0x40000000
+    assert b.scalar_bits(b.TYPE_BY_NAME["half"], 1) == 0x3C00
+    assert b.scalar_bits(b.TYPE_BY_NAME["bfloat16"], 2) == 0x4000
+    assert b.scalar_bits(b.TYPE_BY_NAME["f8e4m3"], 2) == 0x40
+    assert b.scalar_bits(b.TYPE_BY_NAME["f8e5m2"], 1) == 0x3C
+    assert b.scalar_bits(b.TYPE_BY_NAME["int64"], 2) == 2
 
 
 # --- bookkeeping -----------------------------------------------------------------------------------------

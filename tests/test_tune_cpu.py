@@ -20,6 +20,7 @@ import pytest
 from mscclpp_nccl import bench as b
 from mscclpp_nccl import tune as t
 from mscclpp_nccl.binding import RESULT_NAMES, NcclError, ffi
+from mscclpp_nccl.tune import measure as tm
 
 ONE = "allreduce_one_shot_packet"
 TWO = "allreduce_two_shot_packet"
@@ -508,7 +509,7 @@ def test_chunked_reference_matches(monkeypatch: pytest.MonkeyPatch) -> None:
     for coll, rank in (("all_reduce", 1), ("reduce", 0), ("reduce", 2)):
         lay = b.layout(coll, 2000, dt.size, 3)
         whole, tol = b.expected_output(coll, dt, "sum", 3, rank, 0, False, lay, 77)
-        monkeypatch.setattr(t, "REFERENCE_CHUNK", 96)
+        monkeypatch.setattr(tm, "REFERENCE_CHUNK", 96)
         chunked, tol2 = t.reference(coll, dt, "sum", 3, rank, 0, lay, 77)
         monkeypatch.undo()
         assert tol == tol2 and np.array_equal(whole, chunked)
@@ -735,7 +736,7 @@ class _FakeNccl:
 
 def run_fake(argv: list[str], nranks: int) -> tuple[list[int], list[_FakeNccl]]:
     cfg = t.parse_args([*argv, "--worker", "-T", "30"])
-    t._clock = _virtual_clock  # restored by the autouse fixture
+    tm._clock = _virtual_clock  # restored by the autouse fixture
     port = fake.free_port()
     world = fake.World(nranks)
     nccls = [_FakeNccl(_FakeLib(world, r)) for r in range(nranks)]
@@ -754,7 +755,7 @@ def run_fake(argv: list[str], nranks: int) -> tuple[list[int], list[_FakeNccl]]:
 
 @pytest.fixture(autouse=True)
 def _real_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(t, "_clock", t._clock)
+    monkeypatch.setattr(tm, "_clock", tm._clock)
 
 
 CANDIDATES = [ONE, TWO, f"{TWO}/2", f"{ONE}/4", f"{ONE}/8", f"{ONE}/16"]

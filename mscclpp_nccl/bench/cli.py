@@ -1,0 +1,82 @@
+"""`python -m mscclpp_nccl.bench`: parses the command line, plans the ranks (how many, MPS, variables for a
+stock library) and starts them through the launcher, each re-invoking the module with --worker."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+from ..progress import RankView
+from .collectives import ROOTED
+from .options import Options, build_parser, parse_args, run_command
+from .worker import worker_main
+
+PROG = "python -m mscclpp_nccl.bench"
+
+
+def default_ranks(ngpus: int) -> int:
+    """The number of GPUs, or 4 ranks sharing the GPU when there is only one."""
+    return ngpus if ngpus > 1 else 4
+
+
+def launch_plan(
+    opts: Options, ngpus: int, env: dict[str, str]
+) -> tuple[int, bool, dict[str, str], list[str]]:
+    """(ranks, use MPS, environment additions, notes) for a run on ngpus GPUs."""
+    nranks = opts.ranks if opts.ranks is not None else default_ranks(ngpus)
+    shared = nranks > ngpus
+    mps = opts.mps if opts.mps is not None else shared
+    extra: dict[str, str] = {}
+    notes: list[str] = []
+    if opts.lib and shared and "NCCL_MAX_CTAS" not in env:
+        per_gpu = -(-nranks // max(ngpus, 1))
+        if per_gpu >= 3:
+            # Stock NCCL hangs with 4 ranks on one GPU unless its CTAs fit together (DESIGN.md).
+            extra["NCCL_MAX_CTAS"] = str(max(1, 32 // per_gpu))
+            notes.append(
+                f"{per_gpu} ranks share a GPU: NCCL_MAX_CTAS={extra['NCCL_MAX_CTAS']} so that a stock NCCL's"
+                " kernels can all be resident (set NCCL_MAX_CTAS to override)"
+            )
+    return nranks, mps, extra, notes
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command: `python -m mscclpp_nccl.bench` (a rank of it with --worker); its exit code."""
+    return run_command(PROG, argv, parse_args, build_parser, worker_main, run_bench)
+
+
+def run_bench(opts: Options, argv: list[str]) -> int:
+    """Starts the ranks of a benchmark run on this host's GPUs; the first failing rank's exit code."""
+    import importlib.util
+
+    from ..run import guarded, launch, visible_gpus
+
+    gpus = visible_gpus()
+    if not gpus:
+        print(f"{PROG}: no NVIDIA GPU visible; nothing to benchmark", file=sys.stderr)
+        return 2
+    if importlib.util.find_spec("cupy") is None:
+        print(f"{PROG}: CuPy is not installed (pip install cupy-cuda13x)", file=sys.stderr)
+        return 2
+    if opts.lib and not os.path.isfile(opts.lib):
+        print(f"{PROG}: --lib {opts.lib}: no such file", file=sys.stderr)
+        return 2
+    nranks, mps, extra, notes = launch_plan(opts, len(gpus), dict(os.environ))
+    if opts.root >= nranks and opts.collective in ROOTED:
+        print(f"{PROG}: root {opts.root} is not a rank of {nranks}", file=sys.stderr)
+        return 2
+    for note in notes:
+        print(f"# note: {note}", file=sys.stderr, flush=True)
+    cmd = [sys.executable, "-m", "mscclpp_nccl.bench", *argv, "--worker"]
+    if opts.lib:
+        cmd += ["--lib", os.path.abspath(opts.lib)]
+    with RankView(opts.collective) as view:
+        env = view.rank_env({**os.environ, **extra})
+        timeout, output = opts.run_timeout, view.output
+        return guarded(
+            PROG,
+            lambda: launch(
+                nranks, cmd, mps=mps, timeout=timeout, prefix=False, unique_id=False, env=env, output=output
+            ),
+        )
