@@ -305,6 +305,7 @@ bool Communicator::findDirectBuffers(const void* send, const void* recv, size_t 
 Status Communicator::exchange(Collective collective, const ExchangeArgs& args, cudaStream_t stream) {
   ExchangeArgs call = args;
   call.ticket = order_.newWork();
+  call.collective = collective;
   if (args.rangeBytes == 0) return Status::kSuccess;
   uint64_t published = 0;
   MSCCLPP_TRY(runExchange(transports_, selector_, collective, call, stream, &published));

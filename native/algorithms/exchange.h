@@ -11,6 +11,7 @@
 
 #include "native/algorithms/allreduce.h"
 #include "native/algorithms/packet_layout.h"
+#include "native/algorithms/registry.h"
 #include "native/common/data_type.h"
 #include "native/common/status.h"
 
@@ -35,6 +36,7 @@ struct ExchangeArgs {
   DataType type;
   ReduceOp op;
   uint64_t ticket = 0;  // nonzero: the packet kernel publishes it when done (native/device/step_sequence.cuh)
+  Collective collective = Collective::kAllGather;  // names the kernel (collective_names.cuh)
 };
 
 Status launchExchange(const PacketComm& comm, const ExchangeArgs& args, LaunchShape shape,

@@ -1,3 +1,4 @@
+#include "native/algorithms/collective_names.cuh"
 #include "native/algorithms/exchange.h"
 #include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/lane_kernel.cuh"
@@ -13,7 +14,7 @@ namespace {
 // peers sent. Lanes carry their own flow control, so a rank only touches the lanes it uses: no tokens.
 // A block reads every range's chunk before it writes any, and no other block touches that chunk,
 // so in-place calls are safe.
-template <typename T, typename Op, bool kReduce>
+template <typename Name, typename T, typename Op, bool kReduce>
 __global__ void __launch_bounds__(kLaneThreads)
     exchangeChunkedKernel(LaneComm comm, ExchangeArgs args, size_t chunkBytes, int rounds) {
   enterKernel();
@@ -62,7 +63,7 @@ __global__ void __launch_bounds__(kLaneThreads)
   }
 }
 
-template <bool kReduce>
+template <typename Name, bool kReduce>
 struct ExchangeChunkedLauncher {
   const LaneComm& comm;
   const ExchangeArgs& args;
@@ -72,8 +73,8 @@ struct ExchangeChunkedLauncher {
 
   template <typename T, typename Op>
   cudaError_t run() {
-    return launchKernel(exchangeChunkedKernel<T, Op, kReduce>, shape.blocks, shape.threads, shape.earlyLaunch,
-                        stream, comm, args, shape.chunkBytes, rounds);
+    return launchKernel(exchangeChunkedKernel<Name, T, Op, kReduce>, shape.blocks, shape.threads,
+                        shape.earlyLaunch, stream, comm, args, shape.chunkBytes, rounds);
   }
 };
 
@@ -85,11 +86,17 @@ Status launchExchangeChunked(const LaneComm& comm, const ExchangeArgs& args, Lau
   MSCCLPP_TRY(kernelRounds(args.rangeBytes, shape.chunkBytes * shape.blocks, "chunked exchange", &rounds));
   cudaError_t err;
   if (args.reduce) {
-    ExchangeChunkedLauncher<true> launcher{comm, args, shape, stream, rounds};
-    err = dispatchReduce(args.type, args.op.op, launcher);
+    err = visitReducingCollective(args.collective, [&](auto name) {
+      ExchangeChunkedLauncher<typename decltype(name)::type, true> launcher{comm, args, shape, stream,
+                                                                            rounds};
+      return dispatchReduce(args.type, args.op.op, launcher);
+    });
   } else {
-    ExchangeChunkedLauncher<false> launcher{comm, args, shape, stream, rounds};
-    err = dispatchCopy(dataTypeSize(args.type), launcher);
+    err = visitCopyingCollective(args.collective, [&](auto name) {
+      ExchangeChunkedLauncher<typename decltype(name)::type, false> launcher{comm, args, shape, stream,
+                                                                             rounds};
+      return dispatchCopy(dataTypeSize(args.type), launcher);
+    });
   }
   if (err != cudaSuccess)
     return fail(Status::kCudaError, "chunked exchange launch failed: %s", cudaGetErrorString(err));

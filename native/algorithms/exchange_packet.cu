@@ -1,3 +1,4 @@
+#include "native/algorithms/collective_names.cuh"
 #include "native/algorithms/exchange.h"
 #include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/packet_kernel.cuh"
@@ -13,9 +14,9 @@ namespace {
 // packet_layout.h true for rooted collectives too: no rank can run two steps ahead of any other.
 // Thread t handles the same words of every range in the send and the receive loop, so in-place
 // calls read each word before they overwrite it.
-template <typename T, typename Op, bool kReduce>
+template <typename Name, typename T, typename Op, bool kReduce>
 __global__ void __launch_bounds__(kPacketThreads)
-    exchangeKernel(PacketComm comm, ExchangeArgs args, size_t chunkWords, int rounds) {
+    exchangePacketKernel(PacketComm comm, ExchangeArgs args, size_t chunkWords, int rounds) {
   enterKernel();
   const int me = comm.rank;
   const size_t words = divCeil(args.rangeBytes, kPacketPayloadBytes);
@@ -109,7 +110,7 @@ __global__ void __launch_bounds__(kPacketThreads)
   endSteps(comm.steps, base, rounds, args.ticket);
 }
 
-template <bool kReduce>
+template <typename Name, bool kReduce>
 struct ExchangeLauncher {
   const PacketComm& comm;
   const ExchangeArgs& args;
@@ -120,8 +121,8 @@ struct ExchangeLauncher {
 
   template <typename T, typename Op>
   cudaError_t run() {
-    return launchKernel(exchangeKernel<T, Op, kReduce>, shape.blocks, shape.threads, shape.earlyLaunch,
-                        stream, comm, args, chunkWords, rounds);
+    return launchKernel(exchangePacketKernel<Name, T, Op, kReduce>, shape.blocks, shape.threads,
+                        shape.earlyLaunch, stream, comm, args, chunkWords, rounds);
   }
 };
 
@@ -135,11 +136,17 @@ Status launchExchange(const PacketComm& comm, const ExchangeArgs& args, LaunchSh
   MSCCLPP_TRY(kernelRounds(words, chunkWords * shape.blocks, "packet exchange", &rounds));
   cudaError_t err;
   if (args.reduce) {
-    ExchangeLauncher<true> launcher{comm, args, shape, stream, chunkWords, rounds};
-    err = dispatchReduce(args.type, args.op.op, launcher);
+    err = visitReducingCollective(args.collective, [&](auto name) {
+      ExchangeLauncher<typename decltype(name)::type, true> launcher{comm,   args,       shape,
+                                                                     stream, chunkWords, rounds};
+      return dispatchReduce(args.type, args.op.op, launcher);
+    });
   } else {
-    ExchangeLauncher<false> launcher{comm, args, shape, stream, chunkWords, rounds};
-    err = dispatchCopy(dataTypeSize(args.type), launcher);
+    err = visitCopyingCollective(args.collective, [&](auto name) {
+      ExchangeLauncher<typename decltype(name)::type, false> launcher{comm,   args,       shape,
+                                                                      stream, chunkWords, rounds};
+      return dispatchCopy(dataTypeSize(args.type), launcher);
+    });
   }
   if (err != cudaSuccess)
     return fail(Status::kCudaError, "packet exchange launch failed: %s", cudaGetErrorString(err));

@@ -14,7 +14,7 @@ namespace {
 // lanes, then the receives. A send of chunk s waits for the receiver to free chunk s - 2 (two slots
 // per lane), which it does in the receive part of its step s - 2, so no wait can close a cycle.
 template <typename T>
-__global__ void __launch_bounds__(kLaneThreads) p2pChunkedKernel(LaneComm comm, P2pLanes lanes) {
+__global__ void __launch_bounds__(kLaneThreads) sendRecvChunkedKernel(LaneComm comm, P2pLanes lanes) {
   enterKernel();
   __shared__ LaneSlots slots;
   const size_t chunkBytes = comm.slotBytes;
@@ -63,7 +63,7 @@ struct P2pChunkedLauncher {
 
   template <typename T, typename Op>
   cudaError_t run() {
-    return launchKernel(p2pChunkedKernel<T>, blocks, kLaneThreads, early, stream, comm, lanes);
+    return launchKernel(sendRecvChunkedKernel<T>, blocks, kLaneThreads, early, stream, comm, lanes);
   }
 };
 

@@ -18,7 +18,7 @@ __device__ __forceinline__ LLPacket* ackSlot(void* acks, int nranks, uint32_t fl
 // lanes, then the receives. A send of step s waits for the ack of step s-2, which the peer gives in
 // the receive part of its step s-2, so no wait can close a cycle.
 template <typename T>
-__global__ void __launch_bounds__(kPacketThreads) p2pKernel(P2pComm comm, P2pLanes lanes) {
+__global__ void __launch_bounds__(kPacketThreads) sendRecvPacketKernel(P2pComm comm, P2pLanes lanes) {
   enterKernel();
   const PacketComm& pc = comm.packets;
   const int me = pc.rank;
@@ -108,7 +108,7 @@ struct P2pLauncher {
 
   template <typename T, typename Op>
   cudaError_t run() {
-    return launchKernel(p2pKernel<T>, blocks, kPacketThreads, early, stream, comm, lanes);
+    return launchKernel(sendRecvPacketKernel<T>, blocks, kPacketThreads, early, stream, comm, lanes);
   }
 };
 
