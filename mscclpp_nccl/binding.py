@@ -317,25 +317,23 @@ class Nccl:
             self.check(self.lib.ncclCommInitRankConfig(comm, nranks, unique_id, rank, config))
         return comm[0]
 
+    def _query(self, function: Any, comm: Any, ctype: str = "int*") -> int:
+        """Calls `function(comm, out)` and returns what it wrote to `out`."""
+        out = ffi.new(ctype)
+        self.check(function(comm, out), comm)
+        return int(out[0])
+
     def comm_count(self, comm: Any) -> int:
-        n = ffi.new("int*")
-        self.check(self.lib.ncclCommCount(comm, n), comm)
-        return int(n[0])
+        return self._query(self.lib.ncclCommCount, comm)
 
     def comm_user_rank(self, comm: Any) -> int:
-        r = ffi.new("int*")
-        self.check(self.lib.ncclCommUserRank(comm, r), comm)
-        return int(r[0])
+        return self._query(self.lib.ncclCommUserRank, comm)
 
     def comm_cu_device(self, comm: Any) -> int:
-        d = ffi.new("int*")
-        self.check(self.lib.ncclCommCuDevice(comm, d), comm)
-        return int(d[0])
+        return self._query(self.lib.ncclCommCuDevice, comm)
 
     def comm_async_error(self, comm: Any) -> int:
-        e = ffi.new("ncclResult_t*")
-        self.check(self.lib.ncclCommGetAsyncError(comm, e), comm)
-        return int(e[0])
+        return self._query(self.lib.ncclCommGetAsyncError, comm, "ncclResult_t*")
 
 
 def version_tuple(code: int) -> tuple[int, int, int]:

@@ -91,17 +91,9 @@ class Communicator:
         return self
 
     # --- properties -------------------------------------------------------------------------------
-    @property
-    def rank(self) -> int:
-        return self._rank
-
-    @property
-    def size(self) -> int:
-        return self._size
-
-    @property
-    def device(self) -> int:
-        return self._device
+    rank = property(lambda self: self._rank, doc="This rank's index in the communicator.")
+    size = property(lambda self: self._size, doc="The number of ranks.")
+    device = property(lambda self: self._device, doc="The CUDA device this rank uses.")
 
     @property
     def handle(self) -> Any:

@@ -145,9 +145,7 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
   packets.wait.abortFlag = deviceFlags;
   packets.wait.errorFlag = deviceFlags + 1;
   packets.wait.stopped = reinterpret_cast<int*>(deviceCounters_ + stoppedAt);
-  // Clamped before the conversion: a double past uint64_t's range does not convert (undefined).
-  packets.wait.timeoutNs =
-      static_cast<uint64_t>(std::clamp(envDouble("MSCCLPP_NCCL_WAIT_TIMEOUT", 0.0), 0.0, 1e9) * 1e9);
+  packets.wait.timeoutNs = envSecondsAsNs("MSCCLPP_NCCL_WAIT_TIMEOUT", 0.0);
   packets.wait.rank = rank_;
 
   P2pComm& p2p = transports_.p2p;

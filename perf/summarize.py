@@ -1,6 +1,7 @@
 """Prints a Markdown table of out-of-place time per size from the bench's JSON results.
 
-Usage: python perf/summarize.py perf/results/2026-11-29-h200
+Usage: python perf/summarize.py DIR   (DIR holds the -J files, e.g. perf/results/2026-11-29-h200's,
+       unpacked with: tar -xJf perf/results/2026-11-29-h200/raw.tar.xz -C DIR)
 """
 
 from __future__ import annotations

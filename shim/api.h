@@ -9,6 +9,7 @@
 #include "native/common/logging.h"
 #include "native/common/status.h"
 #include "shim/nccl.h"
+#include "shim/nvtx_range.h"
 
 inline ncclResult_t toNccl(mscclpp_nccl::Status status) { return static_cast<ncclResult_t>(status); }
 
@@ -43,13 +44,19 @@ auto guardApi(const char* function, Body body) noexcept -> decltype(body()) {
 }
 
 // Defines the public `ncclX` (weak, so that a profiler or wrapper can interpose) and its strong
-// `pncclX` alias, as stock NCCL exports them; both run the body that follows under guardApi.
+// `pncclX` alias, as stock NCCL exports them; both run the body that follows under guardApi, inside an
+// NVTX range named after the function (shim/nvtx_range.h).
 // Use: NCCL_API(ncclResult_t, ncclFoo, (int a, int* b), a, b) { ... } (the parameters, then their names).
-#define NCCL_API(ret, func, params, ...)                                              \
+#define NCCL_API(ret, func, params, ...) \
+  NCCL_API_WITH(ApiRange nvtxRange_(#func), ret, func, params, __VA_ARGS__)
+// The same for collectives and point-to-point calls, whose bodies open their range with its payload.
+#define NCCL_CALL_API(ret, func, params, ...) NCCL_API_WITH((void)0, ret, func, params, __VA_ARGS__)
+#define NCCL_API_WITH(range, ret, func, params, ...)                                  \
   static ret func##Body params;                                                       \
   extern "C" __attribute__((visibility("default"), weak)) ret func params;            \
   extern "C" __attribute__((visibility("default"), alias(#func))) ret p##func params; \
   extern "C" ret func params {                                                        \
+    range;                                                                            \
     return guardApi(#func, [&]() -> ret { return func##Body(__VA_ARGS__); });         \
   }                                                                                   \
   static ret func##Body params

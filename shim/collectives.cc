@@ -73,6 +73,7 @@ ncclResult_t checkCollConfig(const ncclCollConfig_t* config, const char* functio
 
 ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                        ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const char* function) {
+  const ApiRange range(function, callPayload(comm, count, datatype, op, -1));
   NCCL_TRY(checkCollective(comm, datatype, count, sendbuff, recvbuff, function));
   ReduceOp reduceOp;
   NCCL_TRY(resolveReduceOp(comm, op, datatype, function, &reduceOp));
@@ -83,17 +84,17 @@ ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclD
 
 }  // namespace
 
-NCCL_API(ncclResult_t, ncclAllReduce,
-         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-          ncclComm_t comm, cudaStream_t stream),
-         sendbuff, recvbuff, count, datatype, op, comm, stream) {
+NCCL_CALL_API(ncclResult_t, ncclAllReduce,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+               ncclComm_t comm, cudaStream_t stream),
+              sendbuff, recvbuff, count, datatype, op, comm, stream) {
   return allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream, "ncclAllReduce");
 }
 
-NCCL_API(ncclResult_t, ncclAllReduceConfig,
-         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-          ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
-         sendbuff, recvbuff, count, datatype, op, comm, stream, config) {
+NCCL_CALL_API(ncclResult_t, ncclAllReduceConfig,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+               ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
+              sendbuff, recvbuff, count, datatype, op, comm, stream, config) {
   NCCL_TRY(checkCollConfig(config, "ncclAllReduceConfig"));
   return allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream, "ncclAllReduceConfig");
 }
@@ -102,6 +103,7 @@ namespace {
 
 ncclResult_t allGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                        ncclComm_t comm, cudaStream_t stream, const char* function) {
+  const ApiRange range(function, callPayload(comm, sendcount, datatype, -1, -1));
   NCCL_TRY(checkCollective(comm, datatype, sendcount, sendbuff, recvbuff, function));
   NCCL_TRY(checkScaledCount(comm, datatype, sendcount, function));
   return runExchange(comm, mscclpp_nccl::Collective::kAllGather,
@@ -111,6 +113,7 @@ ncclResult_t allGather(const void* sendbuff, void* recvbuff, size_t sendcount, n
 
 ncclResult_t reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const char* function) {
+  const ApiRange range(function, callPayload(comm, recvcount, datatype, op, -1));
   NCCL_TRY(checkCollective(comm, datatype, recvcount, sendbuff, recvbuff, function));
   NCCL_TRY(checkScaledCount(comm, datatype, recvcount, function));
   ReduceOp reduceOp;
@@ -123,6 +126,7 @@ ncclResult_t reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcoun
 
 ncclResult_t alltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                       ncclComm_t comm, cudaStream_t stream, const char* function) {
+  const ApiRange range(function, callPayload(comm, count, datatype, -1, -1));
   NCCL_TRY(checkCollective(comm, datatype, count, sendbuff, recvbuff, function));
   NCCL_TRY(checkScaledCount(comm, datatype, count, function));
   return runExchange(comm, mscclpp_nccl::Collective::kAlltoAll,
@@ -132,6 +136,7 @@ ncclResult_t alltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDa
 
 ncclResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                        ncclComm_t comm, cudaStream_t stream, const char* function) {
+  const ApiRange range(function, callPayload(comm, count, datatype, -1, root));
   NCCL_TRY(checkReadyComm(comm, function));
   NCCL_TRY(checkRoot(comm, root, function));
   const bool isRoot = comm->rank == root;
@@ -144,6 +149,7 @@ ncclResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count, ncclD
 
 ncclResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                     ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream, const char* function) {
+  const ApiRange range(function, callPayload(comm, count, datatype, op, root));
   NCCL_TRY(checkReadyComm(comm, function));
   NCCL_TRY(checkRoot(comm, root, function));
   const bool isRoot = comm->rank == root;
@@ -158,6 +164,7 @@ ncclResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, ncclData
 
 ncclResult_t gather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                     ncclComm_t comm, cudaStream_t stream, const char* function) {
+  const ApiRange range(function, callPayload(comm, count, datatype, -1, root));
   NCCL_TRY(checkReadyComm(comm, function));
   NCCL_TRY(checkRoot(comm, root, function));
   const bool isRoot = comm->rank == root;
@@ -170,6 +177,7 @@ ncclResult_t gather(const void* sendbuff, void* recvbuff, size_t count, ncclData
 
 ncclResult_t scatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                      ncclComm_t comm, cudaStream_t stream, const char* function) {
+  const ApiRange range(function, callPayload(comm, count, datatype, -1, root));
   NCCL_TRY(checkReadyComm(comm, function));
   NCCL_TRY(checkRoot(comm, root, function));
   const bool isRoot = comm->rank == root;
@@ -182,113 +190,114 @@ ncclResult_t scatter(const void* sendbuff, void* recvbuff, size_t count, ncclDat
 
 }  // namespace
 
-NCCL_API(ncclResult_t, ncclAllGather,
-         (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
-          cudaStream_t stream),
-         sendbuff, recvbuff, sendcount, datatype, comm, stream) {
+NCCL_CALL_API(ncclResult_t, ncclAllGather,
+              (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+               ncclComm_t comm, cudaStream_t stream),
+              sendbuff, recvbuff, sendcount, datatype, comm, stream) {
   return allGather(sendbuff, recvbuff, sendcount, datatype, comm, stream, "ncclAllGather");
 }
 
-NCCL_API(ncclResult_t, ncclAllGatherConfig,
-         (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
-          cudaStream_t stream, const ncclCollConfig_t* config),
-         sendbuff, recvbuff, sendcount, datatype, comm, stream, config) {
+NCCL_CALL_API(ncclResult_t, ncclAllGatherConfig,
+              (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+               ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
+              sendbuff, recvbuff, sendcount, datatype, comm, stream, config) {
   NCCL_TRY(checkCollConfig(config, "ncclAllGatherConfig"));
   return allGather(sendbuff, recvbuff, sendcount, datatype, comm, stream, "ncclAllGatherConfig");
 }
 
-NCCL_API(ncclResult_t, ncclReduceScatter,
-         (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
-          ncclComm_t comm, cudaStream_t stream),
-         sendbuff, recvbuff, recvcount, datatype, op, comm, stream) {
+NCCL_CALL_API(ncclResult_t, ncclReduceScatter,
+              (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),
+              sendbuff, recvbuff, recvcount, datatype, op, comm, stream) {
   return reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, "ncclReduceScatter");
 }
 
-NCCL_API(ncclResult_t, ncclReduceScatterConfig,
-         (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
-          ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
-         sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config) {
+NCCL_CALL_API(ncclResult_t, ncclReduceScatterConfig,
+              (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
+              sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config) {
   NCCL_TRY(checkCollConfig(config, "ncclReduceScatterConfig"));
   return reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, "ncclReduceScatterConfig");
 }
 
-NCCL_API(ncclResult_t, ncclAlltoAll,
-         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
-          cudaStream_t stream),
-         sendbuff, recvbuff, count, datatype, comm, stream) {
+NCCL_CALL_API(ncclResult_t, ncclAlltoAll,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+               cudaStream_t stream),
+              sendbuff, recvbuff, count, datatype, comm, stream) {
   return alltoAll(sendbuff, recvbuff, count, datatype, comm, stream, "ncclAlltoAll");
 }
 
-NCCL_API(ncclResult_t, ncclAlltoAllConfig,
-         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
-          cudaStream_t stream, const ncclCollConfig_t* config),
-         sendbuff, recvbuff, count, datatype, comm, stream, config) {
+NCCL_CALL_API(ncclResult_t, ncclAlltoAllConfig,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+               cudaStream_t stream, const ncclCollConfig_t* config),
+              sendbuff, recvbuff, count, datatype, comm, stream, config) {
   NCCL_TRY(checkCollConfig(config, "ncclAlltoAllConfig"));
   return alltoAll(sendbuff, recvbuff, count, datatype, comm, stream, "ncclAlltoAllConfig");
 }
 
-NCCL_API(ncclResult_t, ncclBroadcast,
-         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
-          ncclComm_t comm, cudaStream_t stream),
-         sendbuff, recvbuff, count, datatype, root, comm, stream) {
+NCCL_CALL_API(ncclResult_t, ncclBroadcast,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+               ncclComm_t comm, cudaStream_t stream),
+              sendbuff, recvbuff, count, datatype, root, comm, stream) {
   return broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclBroadcast");
 }
 
-NCCL_API(ncclResult_t, ncclBroadcastConfig,
-         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
-          ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
-         sendbuff, recvbuff, count, datatype, root, comm, stream, config) {
+NCCL_CALL_API(ncclResult_t, ncclBroadcastConfig,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+               ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
+              sendbuff, recvbuff, count, datatype, root, comm, stream, config) {
   NCCL_TRY(checkCollConfig(config, "ncclBroadcastConfig"));
   return broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclBroadcastConfig");
 }
 
-NCCL_API(ncclResult_t, ncclBcast,
-         (void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream),
-         buff, count, datatype, root, comm, stream) {
+NCCL_CALL_API(ncclResult_t, ncclBcast,
+              (void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+               cudaStream_t stream),
+              buff, count, datatype, root, comm, stream) {
   return broadcast(buff, buff, count, datatype, root, comm, stream, "ncclBcast");
 }
 
-NCCL_API(ncclResult_t, ncclReduce,
-         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-          int root, ncclComm_t comm, cudaStream_t stream),
-         sendbuff, recvbuff, count, datatype, op, root, comm, stream) {
+NCCL_CALL_API(ncclResult_t, ncclReduce,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+               int root, ncclComm_t comm, cudaStream_t stream),
+              sendbuff, recvbuff, count, datatype, op, root, comm, stream) {
   return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream, "ncclReduce");
 }
 
-NCCL_API(ncclResult_t, ncclReduceConfig,
-         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-          int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
-         sendbuff, recvbuff, count, datatype, op, root, comm, stream, config) {
+NCCL_CALL_API(ncclResult_t, ncclReduceConfig,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+               int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
+              sendbuff, recvbuff, count, datatype, op, root, comm, stream, config) {
   NCCL_TRY(checkCollConfig(config, "ncclReduceConfig"));
   return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream, "ncclReduceConfig");
 }
 
-NCCL_API(ncclResult_t, ncclGather,
-         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
-          ncclComm_t comm, cudaStream_t stream),
-         sendbuff, recvbuff, count, datatype, root, comm, stream) {
+NCCL_CALL_API(ncclResult_t, ncclGather,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+               ncclComm_t comm, cudaStream_t stream),
+              sendbuff, recvbuff, count, datatype, root, comm, stream) {
   return gather(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclGather");
 }
 
-NCCL_API(ncclResult_t, ncclGatherConfig,
-         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
-          ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
-         sendbuff, recvbuff, count, datatype, root, comm, stream, config) {
+NCCL_CALL_API(ncclResult_t, ncclGatherConfig,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+               ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
+              sendbuff, recvbuff, count, datatype, root, comm, stream, config) {
   NCCL_TRY(checkCollConfig(config, "ncclGatherConfig"));
   return gather(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclGatherConfig");
 }
 
-NCCL_API(ncclResult_t, ncclScatter,
-         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
-          ncclComm_t comm, cudaStream_t stream),
-         sendbuff, recvbuff, count, datatype, root, comm, stream) {
+NCCL_CALL_API(ncclResult_t, ncclScatter,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+               ncclComm_t comm, cudaStream_t stream),
+              sendbuff, recvbuff, count, datatype, root, comm, stream) {
   return scatter(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclScatter");
 }
 
-NCCL_API(ncclResult_t, ncclScatterConfig,
-         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
-          ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
-         sendbuff, recvbuff, count, datatype, root, comm, stream, config) {
+NCCL_CALL_API(ncclResult_t, ncclScatterConfig,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+               ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
+              sendbuff, recvbuff, count, datatype, root, comm, stream, config) {
   NCCL_TRY(checkCollConfig(config, "ncclScatterConfig"));
   return scatter(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclScatterConfig");
 }

@@ -42,6 +42,7 @@ Status launchTransfers(Communicator& impl, cudaStream_t stream, const std::vecto
 
 ncclResult_t transfer(bool isSend, void* buffer, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream, const char* function) {
+  const ApiRange range(function, callPayload(comm, count, datatype, -1, peer));
   NCCL_TRY(checkReadyComm(comm, function));
   NCCL_TRY(checkTypeAndCount(datatype, count, function));
   if (peer < 0 || peer >= comm->nranks)
@@ -74,16 +75,16 @@ ncclResult_t transfer(bool isSend, void* buffer, size_t count, ncclDataType_t da
 
 }  // namespace
 
-NCCL_API(ncclResult_t, ncclSend,
-         (const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-          cudaStream_t stream),
-         sendbuff, count, datatype, peer, comm, stream) {
+NCCL_CALL_API(ncclResult_t, ncclSend,
+              (const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+               cudaStream_t stream),
+              sendbuff, count, datatype, peer, comm, stream) {
   return transfer(true, const_cast<void*>(sendbuff), count, datatype, peer, comm, stream, "ncclSend");
 }
 
-NCCL_API(ncclResult_t, ncclRecv,
-         (void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-          cudaStream_t stream),
-         recvbuff, count, datatype, peer, comm, stream) {
+NCCL_CALL_API(ncclResult_t, ncclRecv,
+              (void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+               cudaStream_t stream),
+              recvbuff, count, datatype, peer, comm, stream) {
   return transfer(false, recvbuff, count, datatype, peer, comm, stream, "ncclRecv");
 }

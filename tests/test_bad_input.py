@@ -2,10 +2,11 @@
 out-of-range values, each call in a process of its own: none may crash (a signal) or hang, and every
 ncclResult_t function returns an error except where stock NCCL 2.32.3 returns success too.
 
-The signatures come from the NCCL_API definitions in shim/*.cc, checked against the library's dynamic
-symbols, so a new export is covered without editing this file. One runner process loads the library
-and forks a child per call (fast on 2 cores, and a crash takes down only that child). This module is
-also the runner: `python tests/test_bad_input.py LIB` reads cases from stdin and prints results.
+The signatures come from the NCCL_API and NCCL_CALL_API definitions in shim/*.cc, checked against the
+library's dynamic symbols, so a new export is covered without editing this file. One runner process
+loads the library and forks a child per call (fast on 2 cores, and a crash takes down only that
+child). This module is also the runner: `python tests/test_bad_input.py LIB` reads cases from stdin
+and prints results.
 """
 
 from __future__ import annotations
@@ -89,10 +90,10 @@ _STRUCTS = {"ncclUniqueId": UniqueId, "Team": Team, "MultimemHandle": MultimemHa
 
 
 def signatures() -> dict[str, tuple[str, list[str]]]:
-    """name -> (return type, parameter types) of every NCCL_API definition in shim/*.cc."""
+    """name -> (return type, parameter types) of every NCCL_API (or NCCL_CALL_API) definition in shim/*.cc."""
     found: dict[str, tuple[str, list[str]]] = {}
     patterns = [
-        re.compile(r"^NCCL_API\(\s*([^,]+?),\s*(\w+),\s*\(([^)]*)\)", re.M),
+        re.compile(r"^NCCL_(?:CALL_)?API\(\s*([^,]+?),\s*(\w+),\s*\(([^)]*)\)", re.M),
         re.compile(r'^extern "C" __attribute__\(\(visibility\("default"\)\)\) (\w+) (\w+)\(([^)]*)\)', re.M),
     ]
     for source in sorted((ROOT / "shim").glob("*.cc")):

@@ -4,10 +4,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 namespace mscclpp_nccl {
 namespace {
@@ -18,7 +20,30 @@ struct LogConfig {
   Level level = Level::kNone;
   unsigned subsysMask = ~0u;
   char host[64] = {};
+  FILE* out = stderr;
 };
+
+// NCCL_DEBUG_FILE, with NCCL's substitutions: %h the host name, %p the process id, %% a percent sign.
+std::string debugFileName(const char* pattern, const char* host) {
+  std::string name;
+  for (const char* c = pattern; *c; ++c) {
+    if (*c != '%' || c[1] == '\0') {
+      name += *c;
+      continue;
+    }
+    switch (*++c) {
+      case 'h':
+        name += host;
+        break;
+      case 'p':
+        name += std::to_string(getpid());
+        break;
+      default:
+        name += *c;  // %% and unknown escapes: the character itself
+    }
+  }
+  return name;
+}
 
 unsigned parseSubsys(const char* text) {
   static const struct {
@@ -55,6 +80,17 @@ const LogConfig& config() {
     }
     if (const char* subsys = getenv("NCCL_DEBUG_SUBSYS")) c.subsysMask = parseSubsys(subsys);
     gethostname(c.host, sizeof(c.host) - 1);
+    const char* file = getenv("NCCL_DEBUG_FILE");
+    if (c.level != Level::kNone && file != nullptr && *file != '\0') {
+      const std::string name = debugFileName(file, c.host);
+      if (FILE* opened = fopen(name.c_str(), "w")) {
+        setvbuf(opened, nullptr, _IOLBF, 0);  // each line reaches the file as it is written
+        c.out = opened;
+      } else {
+        fprintf(stderr, "%s:%d NCCL WARN cannot open NCCL_DEBUG_FILE %s: %s; logging to stderr\n", c.host,
+                getpid(), name.c_str(), strerror(errno));
+      }
+    }
     return c;
   }();
   return cfg;
@@ -65,7 +101,7 @@ void emit(const char* kind, const char* fmt, va_list ap) {
   vsnprintf(msg, sizeof(msg), fmt, ap);
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
-  fprintf(stderr, "%s:%d:%ld NCCL %s %s\n", config().host, getpid(), syscall(SYS_gettid), kind, msg);
+  fprintf(config().out, "%s:%d:%ld NCCL %s %s\n", config().host, getpid(), syscall(SYS_gettid), kind, msg);
 }
 
 thread_local char tlsLastError[4096];
