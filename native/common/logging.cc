@@ -97,14 +97,14 @@ const LogConfig& config() {
 }
 
 void emit(const char* kind, const char* fmt, va_list ap) {
-  char msg[1024];
+  char msg[4096];  // room for a search report naming every place it looked
   vsnprintf(msg, sizeof(msg), fmt, ap);
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
   fprintf(config().out, "%s:%d:%ld NCCL %s %s\n", config().host, getpid(), syscall(SYS_gettid), kind, msg);
 }
 
-thread_local char tlsLastError[1024];
+thread_local char tlsLastError[4096];
 
 }  // namespace
 

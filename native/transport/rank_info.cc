@@ -4,28 +4,14 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <random>
 #include <string>
 
 #include "native/transport/cuda_check.h"
+#include "native/transport/host_identity.h"
 
 namespace mscclpp_nccl {
 namespace {
-
-uint64_t fnv1a(const std::string& text) {
-  uint64_t hash = 1469598103934665603ull;
-  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
-  return hash;
-}
-
-uint64_t thisHostId() {
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  std::string bootId;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> bootId;
-  return fnv1a(std::string(host) + "/" + bootId);
-}
 
 uint64_t thisProcessId() {
   static const uint64_t id = [] {
@@ -39,7 +25,8 @@ uint64_t thisProcessId() {
 
 Status describeThisRank(int cudaDevice, RankInfo* out, std::string* gpuName) {
   memset(out, 0, sizeof(*out));
-  out->hostId = thisHostId();
+  out->hostId = physicalHostId();
+  out->layoutHostId = layoutHostIdFromEnv(out->hostId);
   out->processId = thisProcessId();
   out->cudaDevice = cudaDevice;
   MSCCLPP_CUDA_TRY(cudaDeviceGetAttribute(&out->smCount, cudaDevAttrMultiProcessorCount, cudaDevice));

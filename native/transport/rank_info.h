@@ -13,9 +13,10 @@
 namespace mscclpp_nccl {
 
 struct RankInfo {
-  uint64_t hostId;     // hash of the host name and boot id
-  uint64_t processId;  // random per process (pids repeat across containers)
-  int32_t cudaDevice;  // ordinal in that process
+  uint64_t hostId;        // physical host: decides IPC reach (host_identity.h)
+  uint64_t layoutHostId;  // host for the hierarchical path; hostId unless MSCCLPP_NCCL_HOST_ID is set
+  uint64_t processId;     // random per process (pids repeat across containers)
+  int32_t cudaDevice;     // ordinal in that process
   int32_t smCount;
   uint8_t gpuUuid[16];
 };
@@ -26,8 +27,8 @@ Status describeThisRank(int cudaDevice, RankInfo* out, std::string* gpuName = nu
 struct Topology {
   std::vector<RankInfo> ranks;
   int ranksOnMyGpu = 0;
-  bool singleHost = true;
-  std::string myGpuName;  // cudaDeviceProp::name of this rank's GPU
+  bool singleHost = true;  // by physical host: MSCCLPP_NCCL_HOST_ID does not change it
+  std::string myGpuName;   // cudaDeviceProp::name of this rank's GPU
 
   // How many ranks share rank `rank`'s GPU (itself included).
   int ranksOnGpuOf(int rank) const;

@@ -1,0 +1,176 @@
+#include "native/fallback/stock_nccl.h"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <mutex>
+#include <vector>
+
+#include "native/common/logging.h"
+#include "native/fallback/library_identity.h"
+
+namespace mscclpp_nccl {
+namespace {
+
+std::string versionText(int code) {
+  // NCCL_VERSION's two encodings: X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z after.
+  const bool old = code < 20900;
+  char text[48];
+  snprintf(text, sizeof(text), "%d.%d.%d (code %d)", old ? code / 1000 : code / 10000,
+           old ? code / 100 % 10 : code / 100 % 100, code % 100, code);
+  return text;
+}
+
+// The sanitizer whose runtime is in this process and aborts on RTLD_DEEPBIND, or nullptr.
+const char* deepbindRefusingSanitizer() {
+  static const struct {
+    const char* symbol;
+    const char* name;
+  } kRuntimes[] = {{"__asan_init", "AddressSanitizer"},
+                   {"__tsan_init", "ThreadSanitizer"},
+                   {"__msan_init", "MemorySanitizer"}};
+  for (const auto& runtime : kRuntimes)
+    if (dlsym(RTLD_DEFAULT, runtime.symbol) != nullptr) return runtime.name;
+  return nullptr;
+}
+
+// The library the loader must never pick.
+struct Self {
+  LoadedObject object;
+  FileIdentity file;
+  std::string buildId;
+};
+
+Self selfAt(const void* address) {
+  Self self;
+  self.object = loadedObjectAt(address);
+  std::string ignored;
+  if (!self.object.path.empty()) {
+    self.file = fileIdentity(self.object.path, &ignored);
+    self.buildId = elfBuildId(self.object.path);
+  }
+  return self;
+}
+
+// Resolves the table in `handle`; "" or the first required function it lacks.
+std::string resolveApi(void* handle, StockNcclApi* api) {
+  std::string missing;
+#define MSCCLPP_STOCK_REQUIRE(name)                                        \
+  api->name = reinterpret_cast<decltype(api->name)>(dlsym(handle, #name)); \
+  if (api->name == nullptr && missing.empty()) missing = #name;
+#define MSCCLPP_STOCK_OFFER(name) api->name = reinterpret_cast<decltype(api->name)>(dlsym(handle, #name));
+  MSCCLPP_STOCK_NCCL_REQUIRED(MSCCLPP_STOCK_REQUIRE)
+  MSCCLPP_STOCK_NCCL_OPTIONAL(MSCCLPP_STOCK_OFFER)
+#undef MSCCLPP_STOCK_REQUIRE
+#undef MSCCLPP_STOCK_OFFER
+  return missing;
+}
+
+class Attempt {
+ public:
+  explicit Attempt(const Self& self) : self_(self) {}
+
+  // Loads `path` into `out` if acceptable; otherwise returns why not.
+  std::string tryLoad(const StockPlace& place, StockNccl* out) {
+    std::string why;
+    const FileIdentity file = fileIdentity(place.path, &why);
+    if (!file.valid) return why;
+    if (file.sameFile(self_.file)) return "is this library (" + self_.object.path + ")";
+    for (const auto& earlier : tried_)
+      if (file.sameFile(earlier.first)) return "same file as " + earlier.second + ", refused above";
+    tried_.emplace_back(file, place.where);
+    // Refused before loading: a copy of ours would run its initialisers.
+    if (!self_.buildId.empty() && elfBuildId(place.path) == self_.buildId)
+      return "a copy of this library (" + self_.object.path + ", same build id)";
+
+    void* handle = dlopen(place.path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (handle == nullptr) {
+      const char* error = dlerror();
+      return std::string("cannot be loaded: ") + (error ? error : "unknown error");
+    }
+    StockNccl found;
+    found.handle = handle;
+    found.path = place.path;
+    found.where = place.where;
+    const std::string missing = resolveApi(handle, &found.api);
+    if (!missing.empty()) {
+      why = "has no " + missing + " (not NCCL, or too old)";
+    } else if (self_.object.base != nullptr &&
+               loadedObjectAt(reinterpret_cast<const void*>(found.api.ncclGetVersion)).base ==
+                   self_.object.base) {
+      why = "loads as this library (" + self_.object.path + ")";
+    } else if (found.api.ncclGetVersion(&found.versionCode) != ncclSuccess) {
+      why = "its ncclGetVersion failed";
+    } else if (found.versionCode < kMinStockVersionCode) {
+      why =
+          "version " + versionText(found.versionCode) + " is older than " + versionText(kMinStockVersionCode);
+    }
+    if (!why.empty()) {
+      dlclose(handle);
+      return why;
+    }
+    *out = found;
+    return "";
+  }
+
+ private:
+  const Self& self_;
+  std::vector<std::pair<FileIdentity, std::string>> tried_;
+};
+
+}  // namespace
+
+Status loadStockNccl(const StockSearch& search, const void* self, StockNccl* out) {
+  constexpr const char* kWhat = "no usable stock NCCL (2.27 or newer)";
+  if (const char* sanitizer = deepbindRefusingSanitizer())
+    return fail(Status::kSystemError,
+                "%s: not loaded under %s, which aborts on the RTLD_DEEPBIND load that keeps stock NCCL's "
+                "symbols apart from ours",
+                kWhat, sanitizer);
+  const Self me = selfAt(self ? self : reinterpret_cast<const void*>(&loadStockNccl));
+  Attempt attempt(me);
+  std::string report;
+  auto note = [&](const std::string& where, const std::string& text) {
+    report += (report.empty() ? "" : "; ") + where + ": " + text;
+  };
+  // Tries one place; true when it gave the library.
+  auto consider = [&](const StockPlace& place) {
+    if (place.path.empty()) {
+      note(place.where, place.note);
+      return false;
+    }
+    const std::string why = attempt.tryLoad(place, out);
+    if (why.empty()) {
+      MSCCLPP_INFO(kInit, "stock NCCL %s loaded from %s (%s)", versionText(out->versionCode).c_str(),
+                   out->path.c_str(), out->where.c_str());
+      return true;
+    }
+    note(place.where, place.path + " " + why);
+    return false;
+  };
+  for (const StockPlace& place : stockPlaces(search))
+    if (consider(place)) return Status::kSuccess;
+  // Probed last and only when needed: the probe loads a whole library (see findOnLoaderPath).
+  if (search.fallbackLib.empty() && search.loaderDefault) {
+    std::string why;
+    const std::string found = findOnLoaderPath("libnccl.so.2", &why);
+    if (consider({"the loader's search for libnccl.so.2", found, why})) return Status::kSuccess;
+  }
+  return fail(Status::kSystemError, "%s; searched: %s", kWhat, report.c_str());
+}
+
+Status stockNccl(const StockNccl** out) {
+  static StockNccl loaded;
+  static Status status = Status::kSuccess;
+  static std::string error;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    status = loadStockNccl(stockSearchFromProcess(), nullptr, &loaded);
+    if (!ok(status)) error = lastError();
+  });
+  if (!ok(status)) return fail(status, "%s", error.c_str());
+  *out = &loaded;
+  return Status::kSuccess;
+}
+
+}  // namespace mscclpp_nccl
