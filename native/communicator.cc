@@ -308,7 +308,7 @@ Status Communicator::exchange(Collective collective, const ExchangeArgs& args, c
   call.collective = collective;
   if (args.rangeBytes == 0) return Status::kSuccess;
   uint64_t published = 0;
-  MSCCLPP_TRY(runExchange(transports_, selector_, collective, call, stream, &published));
+  MSCCLPP_TRY(runExchange(transports_, selector_, call, stream, &published));
   order_.published(published);
   return Status::kSuccess;
 }

@@ -268,11 +268,11 @@ Status runAllReduce(const Transports& transports, const AlgorithmSelector& selec
   return Status::kSuccess;
 }
 
-Status runExchange(const Transports& transports, const AlgorithmSelector& selector, Collective collective,
-                   const ExchangeArgs& args, cudaStream_t stream, uint64_t* published) {
+Status runExchange(const Transports& transports, const AlgorithmSelector& selector, const ExchangeArgs& args,
+                   cudaStream_t stream, uint64_t* published) {
   *published = 0;
-  Choice choice = selector.choose(collective, dataTypeSize(args.type), args.rangeBytes);
-  logChoice(collective, args.rangeBytes, args.type, choice);
+  Choice choice = selector.choose(args.collective, dataTypeSize(args.type), args.rangeBytes);
+  logChoice(args.collective, args.rangeBytes, args.type, choice);
   if (choice.algorithm->id == AlgorithmId::kExchangeChunked)
     return launchExchangeChunked(transports.lanes, args, choice.shape, stream);
   MSCCLPP_TRY(launchExchange(transports.packets, args, choice.shape, stream));

@@ -95,8 +95,8 @@ struct DirectBuffers {
 Status runAllReduce(const Transports& transports, const AlgorithmSelector& selector,
                     const AllReduceArgs& args, const DirectBuffers* direct, cudaStream_t stream,
                     uint64_t* published);
-Status runExchange(const Transports& transports, const AlgorithmSelector& selector, Collective collective,
-                   const ExchangeArgs& args, cudaStream_t stream, uint64_t* published);
+Status runExchange(const Transports& transports, const AlgorithmSelector& selector, const ExchangeArgs& args,
+                   cudaStream_t stream, uint64_t* published);
 // One pass of a group's sends and receives: small transfers in the packet kernel, large ones over lanes
 // in a second kernel (each classified by its size alone, so both ends put it in the same kernel).
 Status runSendRecv(const Transports& transports, const AlgorithmSelector& selector,
