@@ -328,6 +328,10 @@ Status RoutedComm::asyncError() const {
   return world_ ? world_->asyncError() : Status::kSuccess;
 }
 
+void RoutedComm::stopKernels() {
+  if (intra_) intra_->stopKernels();
+}
+
 void RoutedComm::abort() {
   if (intra_) intra_->abort();
   if (rail_) rail_->abort();

@@ -42,7 +42,9 @@ class RoutedComm {
 
   // The intra-host communicator's, then the stock communicators' asynchronous errors.
   Status asyncError() const;
-  // Stops the intra-host kernels and aborts the stock communicators.
+  // Makes the intra-host kernels give up (no CUDA call: safe on the bootstrap's receiver thread).
+  void stopKernels();
+  // Aborts the intra-host communicator and the stock ones.
   void abort();
 
  private:
