@@ -8,6 +8,8 @@
 
 #include "native/common/env.h"
 #include "native/common/logging.h"
+#include "native/fallback/fallback_mode.h"
+#include "native/routed_communicator.h"
 #include "native/transport/cuda_check.h"
 
 namespace mscclpp_nccl {
@@ -39,26 +41,36 @@ size_t laneSlotBytesFor(int blocks, int nranks) {
 }  // namespace
 
 Status Communicator::create(const UniqueId& id, int rank, int nranks, std::unique_ptr<Communicator>* out,
-                            AbortLink* link) {
+                            AbortLink* link, PathPolicy policy) {
   std::unique_ptr<Bootstrap> bootstrap;
   MSCCLPP_TRY(Bootstrap::create(id, rank, nranks, bootstrapTimeoutSeconds(), &bootstrap, link));
   std::unique_ptr<Communicator> comm(new Communicator());
-  MSCCLPP_TRY(comm->connect(std::move(bootstrap)));
+  MSCCLPP_TRY(comm->connect(std::move(bootstrap), policy));
   comm->bootstrap_->detachAbortLink();  // set up: from now on only its own abort reaches it
   *out = std::move(comm);
   return Status::kSuccess;
 }
 
-Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
+Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, PathPolicy policy) {
   bootstrap_ = std::move(bootstrap);
   rank_ = bootstrap_->rank();
   nranks_ = bootstrap_->size();
   MSCCLPP_CUDA_TRY(cudaGetDevice(&device_));
   MSCCLPP_TRY(discoverTopology(*bootstrap_, device_, &topology_));
+  if (policy == PathPolicy::kDecide) {
+    // Every rank sees the same table, so all take the same branch without another exchange.
+    std::vector<uint64_t> hosts(nranks_);
+    for (int r = 0; r < nranks_; ++r) hosts[r] = topology_.ranks[r].layoutHostId;
+    const HostLayout layout = hostLayout(hosts);
+    const PathChoice choice = choosePath(fallbackMode(), layout);
+    MSCCLPP_INFO(kInit, "rank %d/%d: %s path: %s", rank_, nranks_, commPathName(choice.path),
+                 choice.why.c_str());
+    if (choice.path == CommPath::kRefused) return fail(Status::kInvalidUsage, "%s", choice.why.c_str());
+    if (choice.path != CommPath::kNative) return connectRouted(layout, choice.path);
+  }
+  // A layout of one host is one physical host (MSCCLPP_NCCL_HOST_ID only splits), so this is a bug.
   if (!topology_.singleHost)
-    return fail(Status::kInvalidUsage,
-                "communicator spans several hosts: mscclpp-nccl serves one host natively and has no "
-                "fallback NCCL loaded");
+    return fail(Status::kInternalError, "native path chosen for a communicator over several hosts");
 
   // Every rank must lay out scratch and cut messages alike: agree on the slot size (the smallest
   // asked for), the grid cap (the tightest GPU) and the tuning overrides.
@@ -187,6 +199,18 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap) {
   return Status::kSuccess;
 }
 
+Status Communicator::connectRouted(const HostLayout& layout, CommPath path) {
+  std::unique_ptr<Communicator> intra;
+  if (path == CommPath::kHierarchical)
+    MSCCLPP_TRY(joinNewCommunicator(layout.intraMembers(rank_), &intra, PathPolicy::kNativeOnly));
+  MSCCLPP_TRY(RoutedComm::create(*bootstrap_, topology_, layout, path, std::move(intra), &routed_));
+  // Routed work publishes no tickets: each call's end is the `done` event (native/stream_order.h).
+  MSCCLPP_TRY(order_.init(envInt("NCCL_GRAPH_MIXING_SUPPORT", 1) != 0, nullptr));
+  MSCCLPP_TRY(bootstrap_->barrier());
+  MSCCLPP_TRY(bootstrap_->watchPeers([this](int peer) { onPeerLost(peer); }));
+  return Status::kSuccess;
+}
+
 LaneComm Communicator::laneComm(int blocks, size_t slotBytes, const PeerBuffer* scratch, uint64_t* counters,
                                 const WaitControl& wait) const {
   LaneComm lanes{};
@@ -225,6 +249,7 @@ Communicator::~Communicator() {
   const double drainMs = since(phase);
   phase = std::chrono::steady_clock::now();
   windows_.clear();
+  routed_.reset();
   scratch_.reset();
   laneScratch_.reset();
   p2pScratch_.reset();
@@ -244,6 +269,10 @@ Communicator::~Communicator() {
 }
 
 Status Communicator::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
+  if (routed_) {
+    order_.newWork();  // no ticket is published: the call's end is recorded as an event
+    return routed_->allReduce(args, stream);
+  }
   AllReduceArgs call = args;
   call.ticket = order_.newWork();
   if (args.count == 0) return Status::kSuccess;
@@ -264,6 +293,9 @@ Status Communicator::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
 }
 
 Status Communicator::registerWindow(void* buffer, size_t bytes, bool symmetric, SymmetricWindow** out) {
+  // TODO(issue 12): register with the intra-host communicator (and stock's ncclCommWindowRegister).
+  if (routed_)
+    return fail(Status::kInvalidUsage, "TODO(issue 12): windows on a communicator over several hosts");
   std::unique_ptr<SymmetricWindow> window;
   MSCCLPP_TRY(SymmetricWindow::create(*bootstrap_, topology_, buffer, bytes,
                                       symmetric && syncScratch_ != nullptr, &window));
@@ -303,6 +335,10 @@ bool Communicator::findDirectBuffers(const void* send, const void* recv, size_t 
 }
 
 Status Communicator::exchange(Collective collective, const ExchangeArgs& args, cudaStream_t stream) {
+  if (routed_) {
+    order_.newWork();
+    return routed_->exchange(collective, args, stream);
+  }
   ExchangeArgs call = args;
   call.ticket = order_.newWork();
   call.collective = collective;
@@ -318,6 +354,7 @@ Status Communicator::sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream
   for (const P2pOp& op : ops)
     if (op.peer < 0 || op.peer >= nranks_)
       return fail(Status::kInvalidArgument, "peer %d is not a rank of this communicator", op.peer);
+  if (routed_) return routed_->sendRecv(ops, stream);
   return runSendRecv(transports_, selector_, ops, stream);
 }
 
@@ -328,6 +365,7 @@ Status Communicator::asyncError() const {
                 "rank %d is gone: its process exited or crashed without finalizing the communicator (or it "
                 "called ncclCommAbort)",
                 lost);
+  if (routed_) return routed_->asyncError();
   switch (const_cast<volatile int*>(hostFlags_)[1]) {
     case kKernelOk:
       return Status::kSuccess;
@@ -349,16 +387,21 @@ void Communicator::onPeerLost(int peer) {
 
 void Communicator::stopKernels() {
   if (hostFlags_) const_cast<volatile int*>(hostFlags_)[0] = 1;
+  // Our intra-host kernels only: this also runs on the bootstrap's receiver thread, where no CUDA call
+  // (so no stock ncclCommAbort) may be made. TODO(issue 12): ncclCommShrink with NCCL_SHRINK_ABORT on a
+  // routed communicator: stock kernels waiting for a lost rank are left to stock's own timeout.
+  if (routed_) routed_->stopKernels();
 }
 
 void Communicator::abort() {
   stopKernels();
   childSetups_.raise();  // a split or shrink in another thread leaves its child's rendezvous
   if (bootstrap_) bootstrap_->abort();
+  if (routed_) routed_->abort();
 }
 
-Status Communicator::joinNewCommunicator(const std::vector<int>& members,
-                                         std::unique_ptr<Communicator>* out) {
+Status Communicator::joinNewCommunicator(const std::vector<int>& members, std::unique_ptr<Communicator>* out,
+                                         PathPolicy policy) {
   const int newRank = static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
   UniqueId id;
   if (newRank == 0) {
@@ -368,7 +411,7 @@ Status Communicator::joinNewCommunicator(const std::vector<int>& members,
   } else {
     MSCCLPP_TRY(bootstrap_->recv(members[0], kShareIdTag, &id, sizeof(id)));
   }
-  return create(id, newRank, static_cast<int>(members.size()), out, &childSetups_);
+  return create(id, newRank, static_cast<int>(members.size()), out, &childSetups_, policy);
 }
 
 Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* out) {

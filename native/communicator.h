@@ -16,6 +16,7 @@
 #include "native/bootstrap/abort_link.h"
 #include "native/bootstrap/bootstrap.h"
 #include "native/common/status.h"
+#include "native/fallback/hierarchy.h"
 #include "native/stream_order.h"
 #include "native/transport/peer_buffer.h"
 #include "native/transport/rank_info.h"
@@ -25,12 +26,18 @@ namespace mscclpp_nccl {
 
 constexpr int kSplitNoColor = -1;
 
+class RoutedComm;
+
+// kDecide: the path follows the hosts and MSCCLPP_NCCL_FALLBACK (native/fallback/hierarchy.h). The
+// intra-host communicator of a hierarchical one is kNativeOnly, so that it never decides again.
+enum class PathPolicy { kDecide, kNativeOnly };
+
 class Communicator {
  public:
   // Collective over all `nranks` ranks: joins the rendezvous named by `id` and connects to the peers.
   // Uses the calling thread's current CUDA device. Raising `link` makes the setup give up promptly.
   static Status create(const UniqueId& id, int rank, int nranks, std::unique_ptr<Communicator>* out,
-                       AbortLink* link = nullptr);
+                       AbortLink* link = nullptr, PathPolicy policy = PathPolicy::kDecide);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -82,8 +89,12 @@ class Communicator {
 
  private:
   Communicator() = default;
-  Status connect(std::unique_ptr<Bootstrap> bootstrap);
-  Status joinNewCommunicator(const std::vector<int>& members, std::unique_ptr<Communicator>* out);
+  Status connect(std::unique_ptr<Bootstrap> bootstrap, PathPolicy policy);
+  // The rest of connect() for a communicator that is not native (issue 12): its intra-host
+  // communicator and stock ones (native/routed_communicator.h) instead of our transport.
+  Status connectRouted(const HostLayout& layout, CommPath path);
+  Status joinNewCommunicator(const std::vector<int>& members, std::unique_ptr<Communicator>* out,
+                             PathPolicy policy = PathPolicy::kDecide);
   // On the bootstrap's receiver thread (no CUDA calls): records the rank and stops the kernels.
   void onPeerLost(int peer);
   // Both buffers (`bytes` each) on every rank, when each lies in a mapped window here (then, by the
@@ -111,6 +122,7 @@ class Communicator {
   void** deviceAckTable_ = nullptr;
   AlgorithmSelector selector_;
   StreamOrder order_;
+  std::unique_ptr<RoutedComm> routed_;  // set: every call goes there (hierarchical or all-stock)
   mutable std::mutex windowsMutex_;
   std::vector<std::unique_ptr<SymmetricWindow>> windows_;
 };

@@ -3,7 +3,7 @@
 //   unset, "", 1   the default: several hosts go the hierarchical way (native/fallback/hierarchy.h)
 //   all            every communicator goes through stock NCCL, for comparisons ("ALL" too)
 // Anything else is warned about and read as the default: a typo must not silently disable the fallback
-// or send a whole job through stock. Nothing calls this yet.
+// or send a whole job through stock. Read at communicator init (native/communicator.cc).
 #pragma once
 
 namespace mscclpp_nccl {

@@ -1,7 +1,7 @@
 // How a communicator over several hosts is cut for the hierarchical path of issue 12: one intra-host
 // communicator per host on our kernels, one inter-host "rail" per local rank index on stock NCCL, and
 // all_reduce, all_gather and reduce_scatter as steps over them. Pure and CUDA-free: this decides, the
-// communicator will only execute. Nothing calls it yet.
+// communicator executes (native/routed_communicator.cc).
 //
 // Hosts are the ranks' layout host ids (native/transport/host_identity.h), given in rank order. Ranks of
 // one host need not be adjacent: with ranks 0 and 2 on host A and 1 and 3 on B, A's communicator is

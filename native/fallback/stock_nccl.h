@@ -1,7 +1,7 @@
 // A private stock NCCL: loads NVIDIA's libnccl.so.2 (2.27 or newer) beside this library, which exports
 // the same names, and gives its functions as a typed table. It is for communicators our transport
-// cannot serve (several hosts, issue 12); nothing calls it yet, so setting the variables below changes
-// nothing today.
+// cannot serve (several hosts, issue 12): loaded when the first routed communicator is created
+// (native/routed_communicator.cc), never for a communicator of one host.
 //
 // Where it looks, and the variables it reads (MSCCLPP_NCCL_FALLBACK_LIB, MSCCLPP_NCCL_PYTHON_SITE):
 // stock_search.h. The first candidate that passes every check below wins; when none does, the error

@@ -1,0 +1,112 @@
+#include "native/fallback/stock_comm.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+
+#include "native/common/logging.h"
+
+namespace mscclpp_nccl {
+namespace {
+
+// Stock needs NCCL_MULTI_RANK_GPU_ENABLE=1 when ranks share a GPU, and ncclConfig_t has no field for
+// it. It is set, only where the user left it unset, for the length of one stock initialisation, and
+// removed again, so that the user's environment is as it was once init returns.
+// TODO(issue 12): check on the GPU that stock reads it during ncclCommInitRankConfig (and caches it, as
+// NCCL_PARAM does); setenv races with other threads' getenv, acceptable only at init.
+class ScopedMultiRankGpu {
+ public:
+  explicit ScopedMultiRankGpu(bool needed) : lock_(mutex()) {
+    if (needed && getenv(kName) == nullptr) set_ = setenv(kName, "1", 0) == 0;
+  }
+  ~ScopedMultiRankGpu() {
+    if (set_) unsetenv(kName);
+  }
+
+ private:
+  static constexpr const char* kName = "NCCL_MULTI_RANK_GPU_ENABLE";
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  std::lock_guard<std::mutex> lock_;
+  bool set_ = false;
+};
+
+}  // namespace
+
+Status StockComm::create(const StockNccl& stock, Bootstrap& bootstrap, const std::vector<int>& members,
+                         int tag, const StockCommOptions& options, std::unique_ptr<StockComm>* out) {
+  const auto me = std::find(members.begin(), members.end(), bootstrap.rank());
+  if (me == members.end())
+    return fail(Status::kInternalError, "rank %d is not a member of the stock communicator",
+                bootstrap.rank());
+  std::unique_ptr<StockComm> comm(new StockComm());
+  comm->stock_ = &stock;
+  comm->rank_ = static_cast<int>(me - members.begin());
+  comm->size_ = static_cast<int>(members.size());
+  ncclUniqueId id;
+  if (comm->rank_ == 0) {
+    MSCCLPP_TRY(comm->check(stock.api.ncclGetUniqueId(&id), "stock ncclGetUniqueId"));
+    for (size_t i = 1; i < members.size(); ++i) MSCCLPP_TRY(bootstrap.send(members[i], tag, &id, sizeof(id)));
+  } else {
+    MSCCLPP_TRY(bootstrap.recv(members[0], tag, &id, sizeof(id)));
+  }
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 1;  // a non-blocking init of ours already runs on the shim's worker thread
+  if (options.maxCtas > 0) {
+    config.minCTAs = 1;
+    config.maxCTAs = options.maxCtas;
+  }
+  {
+    ScopedMultiRankGpu env(options.sharedGpu);
+    MSCCLPP_TRY(
+        comm->check(stock.api.ncclCommInitRankConfig(&comm->comm_, comm->size_, id, comm->rank_, &config),
+                    "stock ncclCommInitRankConfig"));
+  }
+  *out = std::move(comm);
+  return Status::kSuccess;
+}
+
+StockComm::~StockComm() {
+  if (comm_ == nullptr || aborted_) return;
+  const ncclResult_t result = stock_->api.ncclCommDestroy(comm_);
+  if (result != ncclSuccess) logWarn("stock ncclCommDestroy: %s", stock_->api.ncclGetErrorString(result));
+}
+
+Status StockComm::check(ncclResult_t result, const char* what) const {
+  if (result == ncclSuccess) return Status::kSuccess;
+  const char* detail = stock_->api.ncclGetLastError(comm_);
+  return fail(static_cast<Status>(result), "%s: %s%s%s", what, stock_->api.ncclGetErrorString(result),
+              detail && *detail ? ": " : "", detail ? detail : "");
+}
+
+Status StockComm::asyncError() const {
+  if (comm_ == nullptr || aborted_) return Status::kSuccess;
+  ncclResult_t async = ncclSuccess;
+  MSCCLPP_TRY(check(stock_->api.ncclCommGetAsyncError(comm_, &async), "stock ncclCommGetAsyncError"));
+  if (async == ncclInProgress) return Status::kSuccess;
+  return check(async, "stock communicator");
+}
+
+void StockComm::abort() {
+  if (comm_ == nullptr || aborted_) return;
+  aborted_ = true;  // ncclCommAbort frees the communicator
+  const ncclResult_t result = stock_->api.ncclCommAbort(comm_);
+  if (result != ncclSuccess) logWarn("stock ncclCommAbort: %s", stock_->api.ncclGetErrorString(result));
+}
+
+ncclDataType_t stockType(DataType type) { return static_cast<ncclDataType_t>(type); }  // same values
+
+bool stockOp(const ReduceOp& op, int commSize, ncclRedOp_t* out) {
+  if (op.scaling.preMultiply) return false;  // TODO(issue 12): ncclRedOpCreatePreMulSum in the table
+  if (op.scaling.postDivisor > 1) {
+    if (op.op != BinaryOp::kSum || op.scaling.postDivisor != commSize) return false;
+    *out = ncclAvg;
+    return true;
+  }
+  *out = static_cast<ncclRedOp_t>(op.op);  // kSum..kMin equal ncclSum..ncclMin
+  return true;
+}
+
+}  // namespace mscclpp_nccl

@@ -1,0 +1,57 @@
+// One communicator of the private stock NCCL (stock_nccl.h) over some ranks of one of ours: its unique
+// id travels over our bootstrap, and it is destroyed (or aborted) with its owner. Used by the routed
+// communicators of issue 12 (native/routed_communicator.h) for the rails and the all-rank communicator.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "native/bootstrap/bootstrap.h"
+#include "native/common/data_type.h"
+#include "native/common/status.h"
+#include "native/fallback/stock_nccl.h"
+
+namespace mscclpp_nccl {
+
+struct StockCommOptions {
+  int maxCtas = 0;         // >0: ncclConfig_t.maxCTAs (ranks sharing a GPU must stay co-resident)
+  bool sharedGpu = false;  // ranks share a GPU: stock needs NCCL_MULTI_RANK_GPU_ENABLE=1
+};
+
+class StockComm {
+ public:
+  // Collective over `members` (ranks of `bootstrap`, in the new communicator's rank order), which must
+  // hold bootstrap.rank(). members[0] draws stock's unique id and sends it to the others with `tag`
+  // (distinct per communicator created over the same bootstrap).
+  static Status create(const StockNccl& stock, Bootstrap& bootstrap, const std::vector<int>& members, int tag,
+                       const StockCommOptions& options, std::unique_ptr<StockComm>* out);
+  ~StockComm();  // ncclCommDestroy, or nothing more after abort()
+  StockComm(const StockComm&) = delete;
+  StockComm& operator=(const StockComm&) = delete;
+
+  const StockNcclApi& api() const { return stock_->api; }
+  ncclComm_t handle() const { return comm_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // kSuccess, or stock's result as a Status with stock's last error text and `what`.
+  Status check(ncclResult_t result, const char* what) const;
+  // Stock's asynchronous error (ncclInProgress counts as none).
+  Status asyncError() const;
+  void abort();
+
+ private:
+  StockComm() = default;
+  const StockNccl* stock_ = nullptr;
+  ncclComm_t comm_ = nullptr;
+  int rank_ = 0;
+  int size_ = 0;
+  bool aborted_ = false;
+};
+
+// Stock's values for our types and ops; false where stock has no equivalent (PreMulSum, or Avg that
+// is not a plain division by the communicator's size).
+ncclDataType_t stockType(DataType type);
+bool stockOp(const ReduceOp& op, int commSize, ncclRedOp_t* out);
+
+}  // namespace mscclpp_nccl

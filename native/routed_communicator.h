@@ -1,0 +1,75 @@
+// The part of a communicator that does not run on our transport alone (issue 12): over several hosts,
+// an intra-host communicator of ours per host, a stock NCCL "rail" per local rank index and a stock
+// communicator over every rank; or, all-stock, the last alone. Communicator (native/communicator.h)
+// owns one when the path chosen at init (native/fallback/hierarchy.h) is not the native one, and
+// forwards its collectives here. Design and open points: native/fallback/DESIGN-wiring.md.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <vector>
+
+#include "native/algorithms/allreduce.h"
+#include "native/algorithms/exchange.h"
+#include "native/algorithms/p2p.h"
+#include "native/bootstrap/bootstrap.h"
+#include "native/common/status.h"
+#include "native/fallback/hierarchy.h"
+#include "native/fallback/stock_comm.h"
+#include "native/transport/rank_info.h"
+
+namespace mscclpp_nccl {
+
+class Communicator;
+
+class RoutedComm {
+ public:
+  // Collective over every rank of `bootstrap`. `intra` is this rank's intra-host communicator for
+  // kHierarchical (already created by the caller), null for kAllStock.
+  static Status create(Bootstrap& bootstrap, const Topology& topology, const HostLayout& layout,
+                       CommPath path, std::unique_ptr<Communicator> intra, std::unique_ptr<RoutedComm>* out);
+  ~RoutedComm();
+  RoutedComm(const RoutedComm&) = delete;
+  RoutedComm& operator=(const RoutedComm&) = delete;
+
+  CommPath path() const { return path_; }
+
+  // As Communicator's; each enqueues on `stream` only.
+  Status allReduce(const AllReduceArgs& args, cudaStream_t stream);
+  Status exchange(Collective collective, const ExchangeArgs& args, cudaStream_t stream);
+  Status sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream);
+
+  // The intra-host communicator's, then the stock communicators' asynchronous errors.
+  Status asyncError() const;
+  // Makes the intra-host kernels give up (no CUDA call: safe on the bootstrap's receiver thread).
+  void stopKernels();
+  // Aborts the intra-host communicator and the stock ones.
+  void abort();
+
+ private:
+  RoutedComm() = default;
+  // Runs `steps` of a plan over `base` (the plan's whole buffer) on `stream`.
+  Status runPlan(const std::vector<PlanStep>& steps, char* base, DataType type, const ReduceOp& op,
+                 cudaStream_t stream);
+  Status runIntra(const PlanStep& step, size_t k, char* base, DataType type, const ReduceOp& op,
+                  cudaStream_t stream);
+  Status runRail(const PlanStep& step, size_t k, char* base, DataType type, const ReduceOp& op,
+                 cudaStream_t stream);
+  // Blocked collectives (all_gather, reduce_scatter) of `count` elements a rank, through the plan.
+  Status blocksHierarchically(PlanCollective collective, const ExchangeArgs& args, cudaStream_t stream);
+  Status exchangeOnWorld(Collective collective, const ExchangeArgs& args, cudaStream_t stream);
+  // Device scratch of at least `bytes` (grown outside stream capture only).
+  Status scratch(size_t bytes, cudaStream_t stream, char** out);
+
+  CommPath path_ = CommPath::kAllStock;
+  int rank_ = 0;
+  HostLayout layout_;
+  std::unique_ptr<Communicator> intra_;
+  std::unique_ptr<StockComm> rail_;
+  std::unique_ptr<StockComm> world_;
+  char* scratch_ = nullptr;
+  size_t scratchBytes_ = 0;
+};
+
+}  // namespace mscclpp_nccl
