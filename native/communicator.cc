@@ -11,6 +11,7 @@
 #include "native/fallback/fallback_mode.h"
 #include "native/routed_communicator.h"
 #include "native/transport/cuda_check.h"
+#include "native/transport/peer_access.h"
 
 namespace mscclpp_nccl {
 namespace {
@@ -67,6 +68,19 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, PathPolicy po
                  choice.why.c_str());
     if (choice.path == CommPath::kRefused) return fail(Status::kInvalidUsage, "%s", choice.why.c_str());
     if (choice.path != CommPath::kNative) return connectRouted(layout, choice.path);
+    // One host whose GPUs cannot all reach each other: our transport cannot serve it, stock can. Every
+    // rank asks about its own GPU, and all follow the answer of the whole host.
+    if (fallbackMode() != FallbackMode::kOff) {
+      std::vector<int32_t> reachable(nranks_);
+      reachable[rank_] = peerGpusReachable(topology_, rank_, device_) ? 1 : 0;
+      MSCCLPP_TRY(bootstrap_->allGather(reachable.data(), sizeof(int32_t)));
+      for (int r = 0; r < nranks_; ++r)
+        if (!reachable[r]) {
+          MSCCLPP_INFO(kInit, "rank %d/%d: all-stock path: the GPU of rank %d cannot reach every other GPU",
+                       rank_, nranks_, r);
+          return connectRouted(layout, CommPath::kAllStock);
+        }
+    }
   }
   // A layout of one host is one physical host (MSCCLPP_NCCL_HOST_ID only splits), so this is a bug.
   if (!topology_.singleHost)
@@ -211,6 +225,13 @@ Status Communicator::connectRouted(const HostLayout& layout, CommPath path) {
   return Status::kSuccess;
 }
 
+size_t Communicator::deviceBytes() const {
+  if (routed_) return routed_->deviceBytes();
+  return (scratch_ ? scratch_->bytes() : 0) + (laneScratch_ ? laneScratch_->bytes() : 0) +
+         (p2pScratch_ ? p2pScratch_->bytes() : 0) + (p2pLaneScratch_ ? p2pLaneScratch_->bytes() : 0) +
+         (syncScratch_ ? syncScratch_->bytes() : 0);
+}
+
 LaneComm Communicator::laneComm(int blocks, size_t slotBytes, const PeerBuffer* scratch, uint64_t* counters,
                                 const WaitControl& wait) const {
   LaneComm lanes{};
@@ -245,6 +266,9 @@ Communicator::~Communicator() {
   // The frees below would wait for the device anyway; waiting here first shows how long queued
   // kernels took to leave.
   auto phase = std::chrono::steady_clock::now();
+  // Stock kernels of a routed communicator that wait for a lost rank would never drain: stock's abort
+  // stops them, as it does for stock NCCL's own users.
+  if (routed_ && (stopped || lostRank_.load() >= 0)) routed_->abort();
   cudaDeviceSynchronize();
   const double drainMs = since(phase);
   phase = std::chrono::steady_clock::now();
@@ -293,9 +317,14 @@ Status Communicator::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
 }
 
 Status Communicator::registerWindow(void* buffer, size_t bytes, bool symmetric, SymmetricWindow** out) {
-  // TODO(issue 12): register with the intra-host communicator (and stock's ncclCommWindowRegister).
-  if (routed_)
-    return fail(Status::kInvalidUsage, "TODO(issue 12): windows on a communicator over several hosts");
+  // Over several hosts a window is the intra-host communicator's: its steps of a plan go zero-copy there.
+  if (routed_) {
+    if (routed_->intra() == nullptr)
+      return fail(Status::kInvalidUsage,
+                  "windows are not supported on a communicator that runs all on stock NCCL "
+                  "(MSCCLPP_NCCL_FALLBACK=all, hosts of unequal size, or GPUs without peer access)");
+    return routed_->intra()->registerWindow(buffer, bytes, symmetric, out);
+  }
   std::unique_ptr<SymmetricWindow> window;
   MSCCLPP_TRY(SymmetricWindow::create(*bootstrap_, topology_, buffer, bytes,
                                       symmetric && syncScratch_ != nullptr, &window));
@@ -306,6 +335,7 @@ Status Communicator::registerWindow(void* buffer, size_t bytes, bool symmetric, 
 }
 
 Status Communicator::deregisterWindow(SymmetricWindow* window) {
+  if (routed_ && routed_->intra()) return routed_->intra()->deregisterWindow(window);
   std::unique_ptr<SymmetricWindow> owned;
   {
     std::lock_guard<std::mutex> lock(windowsMutex_);
@@ -388,8 +418,8 @@ void Communicator::onPeerLost(int peer) {
 void Communicator::stopKernels() {
   if (hostFlags_) const_cast<volatile int*>(hostFlags_)[0] = 1;
   // Our intra-host kernels only: this also runs on the bootstrap's receiver thread, where no CUDA call
-  // (so no stock ncclCommAbort) may be made. TODO(issue 12): ncclCommShrink with NCCL_SHRINK_ABORT on a
-  // routed communicator: stock kernels waiting for a lost rank are left to stock's own timeout.
+  // (so no stock ncclCommAbort) may be made. Stock kernels that wait for a lost rank stop when this
+  // communicator is aborted or destroyed (the destructor aborts the stock ones after a peer loss).
   if (routed_) routed_->stopKernels();
 }
 

@@ -47,11 +47,7 @@ class Communicator {
   int cudaDevice() const { return device_; }
   int ranksOnMyGpu() const { return topology_.ranksOnMyGpu; }
   // Device memory this communicator holds (ncclCommMemStats).
-  size_t deviceBytes() const {
-    return (scratch_ ? scratch_->bytes() : 0) + (laneScratch_ ? laneScratch_->bytes() : 0) +
-           (p2pScratch_ ? p2pScratch_->bytes() : 0) + (p2pLaneScratch_ ? p2pLaneScratch_->bytes() : 0) +
-           (syncScratch_ ? syncScratch_->bytes() : 0);
-  }
+  size_t deviceBytes() const;
 
   // ncclCommWindowRegister: collective. `symmetric` is the caller's NCCL_WIN_COLL_SYMMETRIC promise;
   // with it, collectives whose buffers all lie in mapped windows go zero-copy. *out stays valid until

@@ -1,9 +1,14 @@
 #include "native/routed_communicator.h"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "native/collective_plans.h"
+#include "native/common/env.h"
 #include "native/common/logging.h"
 #include "native/communicator.h"
 #include "native/transport/cuda_check.h"
@@ -17,8 +22,6 @@ constexpr int kWorldIdTag = 0x5eef;
 // Slices of the hierarchical all_reduce are whole multiples of this (every type's size divides it).
 constexpr size_t kPlanGrainBytes = 16;
 
-bool scaled(const ReduceOp& op) { return op.scaling.preMultiply || op.scaling.postDivisor > 1; }
-
 ReduceOp plainOp(const ReduceOp& op) {
   ReduceOp plain = op;
   plain.scaling = ReduceScaling{};
@@ -26,21 +29,79 @@ ReduceOp plainOp(const ReduceOp& op) {
   return plain;
 }
 
+// The op of the intra-host reducing steps of a hierarchical plan, whose rail steps then sum plainly. In
+// every reducing plan each input meets an intra-host step before any rail step, so PreMulSum
+// premultiplies there, once. A floating-point Avg becomes PreMulSum by 1/nranks, which is what stock
+// NCCL runs for it too. False for an integer or fp8 Avg (a division after the whole sum): the caller
+// sends it through the world communicator.
+bool intraStepOp(const ReduceOp& op, DataType type, int nranks, ReduceOp* out) {
+  *out = op;
+  if (op.scaling.postDivisor <= 1) return true;
+  const double inverse = 1.0 / nranks;
+  uint64_t bits = 0;
+  switch (type) {
+    case DataType::kFloat64:
+      memcpy(&bits, &inverse, sizeof(inverse));
+      break;
+    case DataType::kFloat32: {
+      const float value = static_cast<float>(inverse);
+      memcpy(&bits, &value, sizeof(value));
+      break;
+    }
+    case DataType::kFloat16: {
+      const __half value = __double2half(inverse);
+      memcpy(&bits, &value, sizeof(value));
+      break;
+    }
+    case DataType::kBfloat16: {
+      const __nv_bfloat16 value = __double2bfloat16(inverse);
+      memcpy(&bits, &value, sizeof(value));
+      break;
+    }
+    default:
+      return false;
+  }
+  out->op = BinaryOp::kSum;
+  out->scaling = ReduceScaling{};
+  out->scaling.preMultiply = true;
+  out->scaling.hostScalarBits = bits;
+  out->scaling.postDivisor = 1;
+  return true;
+}
+
 // Options of every stock communicator of a job: the same on every rank (from the exchanged table).
 StockCommOptions stockOptions(const Topology& topology) {
   StockCommOptions options;
-  int residentBlocks = 0;
+  int cap = 0;
   for (size_t r = 0; r < topology.ranks.size(); ++r) {
     const int sharing = topology.ranksOnGpuOf(static_cast<int>(r));
-    if (sharing > 1) options.sharedGpu = true;
-    const int blocks = std::max(1, topology.ranks[r].smCount / sharing);
-    residentBlocks = r == 0 ? blocks : std::min(residentBlocks, blocks);
+    if (sharing <= 1) continue;
+    options.sharedGpu = true;
+    // Ranks sharing a GPU need every waiting kernel resident at once, stock's beside ours: at most half
+    // of each rank's share of the SMs, and at most 32 CTAs a GPU, as stock's own notes ask (4 or more
+    // ranks a GPU hang uncapped).
+    const int blocks = std::max(1, std::min(topology.ranks[r].smCount / sharing / 2, 32 / sharing));
+    cap = cap == 0 ? blocks : std::min(cap, blocks);
   }
-  // Ranks sharing a GPU need every waiting kernel resident at once: ours and stock's take turns on one
-  // stream per rank, so half of each rank's share is left to stock.
-  // TODO(issue 12): measure the cap on the H200 at 4 and 8 ranks a GPU (4+ hang uncapped).
-  if (options.sharedGpu) options.maxCtas = std::max(1, residentBlocks / 2);
+  options.maxCtas = cap;
   return options;
+}
+
+// Every host's ranks numbered consecutively: then each step's ranges lie back to back in member order,
+// as our exchange kernels and stock's all_gather and reduce_scatter need.
+bool hostsContiguous(const HostLayout& layout) {
+  for (const std::vector<int>& ranks : layout.hostRanks)
+    for (size_t i = 1; i < ranks.size(); ++i)
+      if (ranks[i] != ranks[i - 1] + 1) return false;
+  return true;
+}
+
+// all_reduce below this many bytes skips slicing: an intra-host all_reduce of the whole buffer, then a
+// rail all_reduce of it (two calls instead of three, and the rail carries localSize times more, which
+// costs less than a call while messages are small).
+size_t sliceFromBytes() {
+  static const size_t bytes = static_cast<size_t>(envInt("MSCCLPP_NCCL_HIERARCHY_SLICE_BYTES", 256 << 10));
+  return bytes;
 }
 
 }  // namespace
@@ -59,6 +120,7 @@ Status RoutedComm::create(Bootstrap& bootstrap, const Topology& topology, const 
   comm->path_ = path;
   comm->rank_ = bootstrap.rank();
   comm->layout_ = layout;
+  comm->contiguous_ = hostsContiguous(layout);
   comm->intra_ = std::move(intra);
   const StockCommOptions options = stockOptions(topology);
   // The same order on every rank: the rails (each rank is in exactly one), then the world.
@@ -68,6 +130,9 @@ Status RoutedComm::create(Bootstrap& bootstrap, const Topology& topology, const 
   std::vector<int> everyone(bootstrap.size());
   for (int r = 0; r < bootstrap.size(); ++r) everyone[r] = r;
   MSCCLPP_TRY(StockComm::create(*stock, bootstrap, everyone, kWorldIdTag, options, &comm->world_));
+  MSCCLPP_INFO(kInit, "rank %d: %s communicator over %d hosts, stock NCCL %d from %s (%s), maxCTAs %d",
+               comm->rank_, commPathName(path), layout.nhosts(), stock->versionCode, stock->path.c_str(),
+               stock->where.c_str(), options.maxCtas);
   *out = std::move(comm);
   return Status::kSuccess;
 }
@@ -76,71 +141,77 @@ RoutedComm::~RoutedComm() {
   rail_.reset();
   world_.reset();
   intra_.reset();
-  if (scratch_) cudaFree(scratch_);
+  for (char* buffer : scratch_) cudaFree(buffer);
 }
 
 Status RoutedComm::scratch(size_t bytes, cudaStream_t stream, char** out) {
-  if (bytes > scratchBytes_) {
+  if (scratch_.empty() || bytes > scratchBytes_) {
+    // A captured graph may already hold the smaller buffer: it lives until the communicator does.
+    // Inside a capture the allocation is made in relaxed mode, which capture allows (cudaMalloc does not
+    // touch the stream).
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     MSCCLPP_CUDA_TRY(cudaStreamIsCapturing(stream, &capture));
-    // TODO(issue 12): size the scratch at init (a variable) so that captures never need to grow it.
-    if (capture != cudaStreamCaptureStatusNone)
-      return fail(Status::kInvalidUsage,
-                  "hierarchical reduce_scatter needs %zu bytes of scratch while capturing a CUDA graph; run "
-                  "it once outside the capture first",
-                  bytes);
-    if (scratch_) MSCCLPP_CUDA_TRY(cudaFree(scratch_));  // waits for the work that used it
-    scratch_ = nullptr;
-    scratchBytes_ = 0;
-    MSCCLPP_CUDA_TRY(cudaMalloc(&scratch_, bytes));
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    if (capture != cudaStreamCaptureStatusNone) MSCCLPP_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
+    char* buffer = nullptr;
+    const cudaError_t allocated = cudaMalloc(&buffer, bytes);
+    if (capture != cudaStreamCaptureStatusNone) MSCCLPP_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
+    MSCCLPP_CUDA_TRY(allocated);
+    scratch_.push_back(buffer);
     scratchBytes_ = bytes;
   }
-  *out = scratch_;
+  *out = scratch_.back();
   return Status::kSuccess;
+}
+
+size_t RoutedComm::deviceBytes() const {
+  return (intra_ ? intra_->deviceBytes() : 0) + scratchBytes_;
 }
 
 Status RoutedComm::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
   if (args.count == 0) return Status::kSuccess;
-  const size_t elem = dataTypeSize(args.type);
-  if (path_ == CommPath::kAllStock) {
-    ncclRedOp_t op;
-    if (!stockOp(args.op, world_->size(), &op))
-      return fail(Status::kInvalidUsage, "TODO(issue 12): PreMulSum on a stock communicator");
+  const size_t elem = dataTypeSize(args.type), bytes = args.count * elem;
+  ReduceOp intraOp;
+  if (path_ == CommPath::kAllStock || !intraStepOp(args.op, args.type, layout_.nranks, &intraOp)) {
+    MSCCLPP_INFO(kColl, "AllReduce %zu bytes: stock, all ranks", bytes);
+    std::unique_ptr<StockRedOp> op;
+    MSCCLPP_TRY(StockRedOp::create(*world_, args.op, args.type, &op));
     return world_->check(world_->api().ncclAllReduce(args.send, args.recv, args.count, stockType(args.type),
-                                                     op, world_->handle(), stream),
+                                                     op->get(), world_->handle(), stream),
                          "stock ncclAllReduce");
   }
-  // TODO(issue 12): Avg and PreMulSum: sum through the plan, scale in the last reducing step.
-  if (scaled(args.op))
-    return fail(Status::kInvalidUsage, "TODO(issue 12): Avg and PreMulSum on a hierarchical communicator");
+  // Small messages: a grain larger than the buffer leaves no slices, only the intra then rail all_reduce.
+  const size_t grain = bytes < sliceFromBytes() ? bytes + elem : kPlanGrainBytes;
   std::vector<PlanStep> steps;
-  if (!hierarchicalPlan(layout_, rank_, PlanCollective::kAllReduce, args.count, elem, kPlanGrainBytes,
-                        &steps))
+  if (!hierarchicalPlan(layout_, rank_, PlanCollective::kAllReduce, args.count, elem, grain, &steps))
     return fail(Status::kInternalError, "no hierarchical all_reduce plan for %zu elements", args.count);
+  MSCCLPP_INFO(kColl, "AllReduce %zu bytes: hierarchical, %zu steps", bytes, steps.size());
   if (args.recv != args.send)
-    MSCCLPP_CUDA_TRY(
-        cudaMemcpyAsync(args.recv, args.send, args.count * elem, cudaMemcpyDeviceToDevice, stream));
-  return runPlan(steps, static_cast<char*>(args.recv), args.type, args.op, stream);
+    MSCCLPP_CUDA_TRY(cudaMemcpyAsync(args.recv, args.send, bytes, cudaMemcpyDeviceToDevice, stream));
+  return runPlan(steps, static_cast<char*>(args.recv), args.type, intraOp, stream);
 }
 
 Status RoutedComm::exchange(Collective collective, const ExchangeArgs& args, cudaStream_t stream) {
   if (args.rangeBytes == 0) return Status::kSuccess;
-  if (path_ == CommPath::kHierarchical && collective == Collective::kAllGather)
-    return blocksHierarchically(PlanCollective::kAllGather, args, stream);
-  if (path_ == CommPath::kHierarchical && collective == Collective::kReduceScatter)
-    return blocksHierarchically(PlanCollective::kReduceScatter, args, stream);
+  // Hosts numbered apart give steps whose ranges are not back to back: those go to the world.
+  const bool blocked = collective == Collective::kAllGather || collective == Collective::kReduceScatter;
+  ReduceOp intraOp = args.op;
+  if (path_ == CommPath::kHierarchical && blocked && contiguous_ &&
+      (!args.reduce || intraStepOp(args.op, args.type, layout_.nranks, &intraOp)))
+    return blocksHierarchically(collective, args, intraOp, stream);
   return exchangeOnWorld(collective, args, stream);
 }
 
-Status RoutedComm::blocksHierarchically(PlanCollective collective, const ExchangeArgs& args,
+Status RoutedComm::blocksHierarchically(Collective collective, const ExchangeArgs& args, const ReduceOp& op,
                                         cudaStream_t stream) {
-  const bool gather = collective == PlanCollective::kAllGather;
-  if (!gather && scaled(args.op))
-    return fail(Status::kInvalidUsage, "TODO(issue 12): Avg and PreMulSum on a hierarchical communicator");
+  const bool gather = collective == Collective::kAllGather;
   const size_t elem = dataTypeSize(args.type), block = args.rangeBytes;
   std::vector<PlanStep> steps;
-  if (!hierarchicalPlan(layout_, rank_, collective, block / elem, elem, 0, &steps))
+  if (!hierarchicalPlan(layout_, rank_, gather ? PlanCollective::kAllGather : PlanCollective::kReduceScatter,
+                        block / elem, elem, 0, &steps))
     return fail(Status::kInternalError, "no hierarchical plan for %zu-byte blocks", block);
+  MSCCLPP_INFO(kColl, "%s %zu bytes a rank: hierarchical, %zu steps", gather ? "AllGather" : "ReduceScatter",
+               block, steps.size());
   const size_t whole = block * layout_.nranks;
   if (gather) {
     // In place in the receive buffer: this rank's block first.
@@ -148,13 +219,13 @@ Status RoutedComm::blocksHierarchically(PlanCollective collective, const Exchang
     char* mine = recv + rank_ * block;
     if (args.src != mine)
       MSCCLPP_CUDA_TRY(cudaMemcpyAsync(mine, args.src, block, cudaMemcpyDeviceToDevice, stream));
-    return runPlan(steps, recv, args.type, args.op, stream);
+    return runPlan(steps, recv, args.type, op, stream);
   }
   // The user's send buffer is read-only: the plan runs over a copy.
   char* work = nullptr;
   MSCCLPP_TRY(scratch(whole, stream, &work));
   MSCCLPP_CUDA_TRY(cudaMemcpyAsync(work, args.src, whole, cudaMemcpyDeviceToDevice, stream));
-  MSCCLPP_TRY(runPlan(steps, work, args.type, args.op, stream));
+  MSCCLPP_TRY(runPlan(steps, work, args.type, op, stream));
   MSCCLPP_CUDA_TRY(cudaMemcpyAsync(args.dst, work + rank_ * block, block, cudaMemcpyDeviceToDevice, stream));
   return Status::kSuccess;
 }
@@ -204,16 +275,12 @@ Status RoutedComm::runIntra(const PlanStep& step, size_t k, char* base, DataType
   char* first = base + step.members[0][k].offset;
   char* mine = base + step.members[me][k].offset;
   if (step.op == PlanOp::kAllReduce)
-    return intra_->allReduce(AllReduceArgs{mine, mine, count, type, plainOp(op)}, stream);
-  // TODO(issue 12): interleaved hosts (ranks of a host not adjacent) give ranges that are not back to
-  // back; run them as one call per member (exchange with per-peer offsets) instead of refusing.
-  if (!ranges.sameSize || !ranges.contiguous)
-    return fail(Status::kInvalidUsage,
-                "TODO(issue 12): hierarchical all_gather/reduce_scatter with interleaved hosts (ranks of a "
-                "host not numbered consecutively)");
+    return intra_->allReduce(AllReduceArgs{mine, mine, count, type, op}, stream);
+  if (!ranges.sameSize || !ranges.contiguous)  // exchange() sends interleaved hosts to the world
+    return fail(Status::kInternalError, "intra-host step with ranges apart");
   if (step.op == PlanOp::kReduceScatter)
     return intra_->exchange(Collective::kReduceScatter,
-                            planReduceScatter(first, mine, count, type, plainOp(op)), stream);
+                            planReduceScatter(first, mine, count, type, op), stream);
   return intra_->exchange(Collective::kAllGather, planAllGather(mine, first, count, type), stream);
 }
 
@@ -224,9 +291,10 @@ Status RoutedComm::runRail(const PlanStep& step, size_t k, char* base, DataType 
   const StockNcclApi& api = rail_->api();
   ncclComm_t comm = rail_->handle();
   const ncclDataType_t stockT = stockType(type);
-  ncclRedOp_t stockR = ncclSum;
-  if (!stockOp(plainOp(op), rail_->size(), &stockR))
-    return fail(Status::kInternalError, "reduction without a stock equivalent");
+  // The intra-host steps already applied any scaling: the rails reduce plainly.
+  std::unique_ptr<StockRedOp> railOp;
+  MSCCLPP_TRY(StockRedOp::create(*rail_, plainOp(op), type, &railOp));
+  const ncclRedOp_t stockR = railOp->get();
   const size_t count = ranges.bytes / dataTypeSize(type);
   char* first = base + step.members[0][k].offset;
   char* mine = base + step.members[rail_->rank()][k].offset;
@@ -266,12 +334,13 @@ Status RoutedComm::exchangeOnWorld(Collective collective, const ExchangeArgs& ar
   ncclComm_t comm = world_->handle();
   const ncclDataType_t type = stockType(args.type);
   const size_t count = args.rangeBytes / dataTypeSize(args.type);
-  ncclRedOp_t op = ncclSum;
-  if (args.reduce && !stockOp(args.op, world_->size(), &op))
-    return fail(Status::kInvalidUsage, "TODO(issue 12): PreMulSum on a stock communicator");
+  std::unique_ptr<StockRedOp> stockOp;
+  if (args.reduce) MSCCLPP_TRY(StockRedOp::create(*world_, args.op, args.type, &stockOp));
+  const ncclRedOp_t op = stockOp ? stockOp->get() : ncclSum;
+  MSCCLPP_INFO(kColl, "collective %d, %zu bytes a rank: stock, all ranks", static_cast<int>(collective),
+               args.rangeBytes);
   auto optional = [](const char* name) {
-    return fail(Status::kInvalidUsage, "TODO(issue 12): the stock NCCL loaded has no %s (older than 2.28?)",
-                name);
+    return fail(Status::kInvalidUsage, "the stock NCCL loaded has no %s (it came in 2.28)", name);
   };
   switch (collective) {
     case Collective::kAllGather:
@@ -305,7 +374,8 @@ Status RoutedComm::exchangeOnWorld(Collective collective, const ExchangeArgs& ar
 }
 
 Status RoutedComm::sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream) {
-  // TODO(issue 12): peers on this rank's host could go through `intra_` (ours); all go through stock now.
+  // Every peer goes through stock, those on this rank's host too: one stock group keeps each rank's
+  // sends and receives matched whatever hosts they reach.
   const StockNcclApi& api = world_->api();
   MSCCLPP_TRY(world_->check(api.ncclGroupStart(), "stock ncclGroupStart"));
   Status status = Status::kSuccess;

@@ -34,6 +34,9 @@ class RoutedComm {
   RoutedComm& operator=(const RoutedComm&) = delete;
 
   CommPath path() const { return path_; }
+  // The intra-host communicator (hierarchical), else null: windows register there.
+  Communicator* intra() const { return intra_.get(); }
+  size_t deviceBytes() const;
 
   // As Communicator's; each enqueues on `stream` only.
   Status allReduce(const AllReduceArgs& args, cudaStream_t stream);
@@ -56,19 +59,21 @@ class RoutedComm {
                   cudaStream_t stream);
   Status runRail(const PlanStep& step, size_t k, char* base, DataType type, const ReduceOp& op,
                  cudaStream_t stream);
-  // Blocked collectives (all_gather, reduce_scatter) of `count` elements a rank, through the plan.
-  Status blocksHierarchically(PlanCollective collective, const ExchangeArgs& args, cudaStream_t stream);
+  // all_gather or reduce_scatter through the plan; `op` is the intra-host steps' reduction.
+  Status blocksHierarchically(Collective collective, const ExchangeArgs& args, const ReduceOp& op,
+                              cudaStream_t stream);
   Status exchangeOnWorld(Collective collective, const ExchangeArgs& args, cudaStream_t stream);
-  // Device scratch of at least `bytes` (grown outside stream capture only).
+  // Device scratch of at least `bytes`; outgrown buffers are kept (captured graphs may use them).
   Status scratch(size_t bytes, cudaStream_t stream, char** out);
 
   CommPath path_ = CommPath::kAllStock;
   int rank_ = 0;
   HostLayout layout_;
+  bool contiguous_ = true;  // every host's ranks are numbered consecutively
   std::unique_ptr<Communicator> intra_;
   std::unique_ptr<StockComm> rail_;
   std::unique_ptr<StockComm> world_;
-  char* scratch_ = nullptr;
+  std::vector<char*> scratch_;  // the last is the current one
   size_t scratchBytes_ = 0;
 };
 

@@ -40,8 +40,9 @@ StreamOrder::~StreamOrder() {
 }
 
 Status StreamOrder::init(bool graphMixing, uint64_t* ticketWord) {
-  const bool tickets = deviceWaitsOnTickets();
-  if (!tickets) logWarn("streams cannot wait on device memory here: every call records an event instead");
+  // Without a ticket word (a routed communicator, whose work publishes none) every call records `done`.
+  const bool tickets = ticketWord != nullptr && deviceWaitsOnTickets();
+  if (ticketWord != nullptr && !tickets) logWarn("streams cannot wait on device memory here: every call records an event instead");
   order_ = CallOrder(graphMixing, tickets);
   ticketWord_ = ticketWord;
   MSCCLPP_CUDA_TRY(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));

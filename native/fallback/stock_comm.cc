@@ -98,15 +98,37 @@ void StockComm::abort() {
 
 ncclDataType_t stockType(DataType type) { return static_cast<ncclDataType_t>(type); }  // same values
 
-bool stockOp(const ReduceOp& op, int commSize, ncclRedOp_t* out) {
-  if (op.scaling.preMultiply) return false;  // TODO(issue 12): ncclRedOpCreatePreMulSum in the table
-  if (op.scaling.postDivisor > 1) {
-    if (op.op != BinaryOp::kSum || op.scaling.postDivisor != commSize) return false;
-    *out = ncclAvg;
-    return true;
+Status StockRedOp::create(const StockComm& comm, const ReduceOp& op, DataType type,
+                          std::unique_ptr<StockRedOp>* out) {
+  std::unique_ptr<StockRedOp> made(new StockRedOp());
+  made->comm_ = &comm;
+  const ReduceScaling& scaling = op.scaling;
+  if (scaling.preMultiply) {
+    if (!comm.api().ncclRedOpCreatePreMulSum || !comm.api().ncclRedOpDestroy)
+      return fail(Status::kInvalidUsage, "the stock NCCL loaded has no ncclRedOpCreatePreMulSum");
+    // Stock reads a host scalar once, at creation; a device one when its kernel runs, as ours does.
+    uint64_t bits = scaling.hostScalarBits;
+    void* scalar = scaling.scalarOnDevice ? const_cast<void*>(scaling.deviceScalar) : &bits;
+    MSCCLPP_TRY(comm.check(
+        comm.api().ncclRedOpCreatePreMulSum(&made->op_, scalar, stockType(type),
+                                            scaling.scalarOnDevice ? ncclScalarDevice : ncclScalarHostImmediate,
+                                            comm.handle()),
+        "stock ncclRedOpCreatePreMulSum"));
+    made->created_ = true;
+  } else if (scaling.postDivisor > 1) {
+    if (op.op != BinaryOp::kSum || scaling.postDivisor != comm.size())
+      return fail(Status::kInternalError, "an average over %d ranks on a stock communicator of %d",
+                  scaling.postDivisor, comm.size());
+    made->op_ = ncclAvg;
+  } else {
+    made->op_ = static_cast<ncclRedOp_t>(op.op);  // kSum..kMin equal ncclSum..ncclMin
   }
-  *out = static_cast<ncclRedOp_t>(op.op);  // kSum..kMin equal ncclSum..ncclMin
-  return true;
+  *out = std::move(made);
+  return Status::kSuccess;
+}
+
+StockRedOp::~StockRedOp() {
+  if (created_) comm_->api().ncclRedOpDestroy(op_, comm_->handle());
 }
 
 }  // namespace mscclpp_nccl

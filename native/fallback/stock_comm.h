@@ -49,9 +49,27 @@ class StockComm {
   bool aborted_ = false;
 };
 
-// Stock's values for our types and ops; false where stock has no equivalent (PreMulSum, or Avg that
-// is not a plain division by the communicator's size).
+// A reduction of ours as a stock op on one stock communicator, for one call: PreMulSum is created on
+// stock with the same scalar and destroyed once the call is enqueued (NCCL allows that).
+class StockRedOp {
+ public:
+  // Fails for an Avg that is not a plain division by the communicator's size (it never is on a stock
+  // communicator of ours: only the world one gets Avg), or PreMulSum on a stock without it.
+  static Status create(const StockComm& comm, const ReduceOp& op, DataType type,
+                       std::unique_ptr<StockRedOp>* out);
+  ~StockRedOp();
+  StockRedOp(const StockRedOp&) = delete;
+  StockRedOp& operator=(const StockRedOp&) = delete;
+  ncclRedOp_t get() const { return op_; }
+
+ private:
+  StockRedOp() = default;
+  const StockComm* comm_ = nullptr;
+  ncclRedOp_t op_ = ncclSum;
+  bool created_ = false;
+};
+
+// Stock's value for our type (the same numbers).
 ncclDataType_t stockType(DataType type);
-bool stockOp(const ReduceOp& op, int commSize, ncclRedOp_t* out);
 
 }  // namespace mscclpp_nccl

@@ -81,7 +81,9 @@ constexpr int kMinStockVersionCode = 22700;
   X(ncclCommShrink)                    \
   X(ncclAlltoAll)                      \
   X(ncclGather)                        \
-  X(ncclScatter)
+  X(ncclScatter)                       \
+  X(ncclRedOpCreatePreMulSum)          \
+  X(ncclRedOpDestroy)
 
 // Stock's functions, each with the type of its declaration in shim/nccl.h: `api.ncclAllReduce(...)`.
 struct StockNcclApi {
