@@ -1,9 +1,10 @@
-"""Launcher: `python -m mscclpp_nccl.run -n N [--mps] [--timeout S] [--gpus LIST] -- CMD ...`.
+"""Launcher: `python -m mscclpp_nccl.run -n N [--mps] [--timeout S] [--gpus LIST] [--fake-hosts H] -- CMD`.
 
 Starts N processes of CMD on this host, one GPU each (several ranks share a GPU when N exceeds the GPUs),
 hands them a unique id made by our library in this process (its root service thread lives here, so the
 launcher stays alive until every rank has exited), and the usual torch.distributed variables.
-Works with no GPU for CPU-only commands.
+With --fake-hosts the ranks pose as several hosts (MSCCLPP_NCCL_HOST_ID), so that the library's
+multi-host path can run on one machine. Works with no GPU for CPU-only commands.
 """
 
 from __future__ import annotations
@@ -58,6 +59,36 @@ def assign_gpus(nranks: int, gpus: Sequence[str], mode: str = "blocked") -> list
     return out
 
 
+FAKE_HOST_PREFIX = "fake-host-"
+
+
+def fake_host_names(spec: str, nranks: int) -> list[str]:
+    """The fake host of each rank for --fake-hosts SPEC: an integer H splits the ranks into H hosts of
+    consecutive ranks as evenly as assign_gpus's blocked mode (named 0..H-1); otherwise SPEC is a
+    comma-separated list of one host name per rank, e.g. `a,b,a,b` for interleaved hosts."""
+    text = spec.strip()
+    try:
+        nhosts = int(text)
+    except ValueError:
+        names = [name.strip() for name in text.split(",")]
+        if len(names) != nranks:
+            raise ValueError(
+                f"--fake-hosts {spec!r}: {len(names)} host names for {nranks} ranks (give one per rank, "
+                "or a number of hosts)"
+            ) from None
+        empty = [rank for rank, name in enumerate(names) if not name]
+        if empty:
+            raise ValueError(f"--fake-hosts {spec!r}: empty host name for rank(s) {empty}") from None
+        return names
+    if nhosts < 1:
+        raise ValueError(f"--fake-hosts {spec!r}: the number of hosts must be at least 1")
+    if nhosts > nranks:
+        raise ValueError(f"--fake-hosts {spec!r}: more hosts than the {nranks} ranks")
+    # The same split as the GPUs': the first nranks % H hosts get one rank more.
+    hosts = assign_gpus(nranks, [str(h) for h in range(nhosts)])
+    return [h for h in hosts if h is not None]  # none is None: the host list is not empty
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -72,8 +103,13 @@ def rank_env(
     unique_id: str | None,
     master_port: int,
     mps_env: dict[str, str] | None = None,
+    hosts: Sequence[str] | None = None,
 ) -> dict[str, str]:
-    """The environment of one rank."""
+    """The environment of one rank. `hosts` (from fake_host_names) names every rank's fake host: the
+    rank then gets MSCCLPP_NCCL_HOST_ID and its place in that host as its local rank, replacing any
+    inherited MSCCLPP_NCCL_HOST_ID."""
+    if hosts is not None and len(hosts) != nranks:
+        raise ValueError(f"{len(hosts)} fake hosts given for {nranks} ranks")
     env = dict(base)
     env.update(
         {
@@ -89,6 +125,13 @@ def rank_env(
             "MASTER_PORT": str(master_port),
         }
     )
+    if hosts is not None:
+        host = hosts[rank]
+        # Local ranks count in rank order, as the library numbers a host's ranks.
+        local_rank = str(sum(1 for h in hosts[:rank] if h == host))
+        env["MSCCLPP_NCCL_HOST_ID"] = FAKE_HOST_PREFIX + host
+        env["MSCCLPP_NCCL_LOCAL_RANK"] = env["LOCAL_RANK"] = local_rank
+        env["LOCAL_WORLD_SIZE"] = str(sum(1 for h in hosts if h == host))
     if unique_id is not None:
         env["MSCCLPP_NCCL_UNIQUE_ID"] = unique_id
     if gpu is not None:
@@ -247,14 +290,20 @@ def launch(
     unique_id: bool = True,
     env: dict[str, str] | None = None,
     output: OutputSink | None = None,
+    fake_hosts: str | None = None,
 ) -> int:
     """Runs the ranks to the end; returns 0, the first failing rank's exit code, or 124 on timeout.
 
-    The ranks' lines go to this process's stdout and stderr as they come, or to output where given."""
+    The ranks' lines go to this process's stdout and stderr as they come, or to output where given.
+    fake_hosts is a --fake-hosts SPEC (fake_host_names); it overrides an inherited MSCCLPP_NCCL_HOST_ID."""
     if nranks < 1:
         raise ValueError("nranks must be at least 1")
     if not cmd:
         raise ValueError("no command to run")
+    # Checked before anything starts, so that a bad spec costs no MPS daemon or unique id.
+    hosts = fake_host_names(fake_hosts, nranks) if fake_hosts is not None else None
+    if hosts is not None:
+        print(f"[launcher] fake hosts: {_describe_hosts(hosts)}", file=sys.stderr, flush=True)
     base = dict(os.environ if env is None else env)
     gpu_list = list(gpus) if gpus is not None else visible_gpus(base)
     placement = assign_gpus(nranks, gpu_list, assign)
@@ -271,8 +320,18 @@ def launch(
             placement = [uuids.get(g, g) if g is not None else None for g in placement]
         elif mps:
             print("[launcher] --mps: no GPU is shared by several ranks; not using MPS", file=sys.stderr)
-        rc = _run_ranks(nranks, cmd, placement, uid, port, mps_env, base, timeout, prefix, grace, output)
+        rc = _run_ranks(
+            nranks, cmd, placement, uid, port, mps_env, base, timeout, prefix, grace, output, hosts
+        )
     return rc
+
+
+def _describe_hosts(hosts: Sequence[str]) -> str:
+    """`fake-host-a: ranks 0,2; fake-host-b: ranks 1,3`, hosts in order of their lowest rank."""
+    ranks: dict[str, list[int]] = {}
+    for rank, host in enumerate(hosts):
+        ranks.setdefault(host, []).append(rank)
+    return "; ".join(f"{FAKE_HOST_PREFIX}{h}: ranks {','.join(map(str, r))}" for h, r in ranks.items())
 
 
 def _run_ranks(
@@ -287,6 +346,7 @@ def _run_ranks(
     prefix: bool,
     grace: float,
     output: OutputSink | None,
+    hosts: Sequence[str] | None,
 ) -> int:
     lock = threading.Lock()
     procs: list[subprocess.Popen[bytes]] = []
@@ -299,7 +359,7 @@ def _run_ranks(
         for rank in range(nranks):
             p = subprocess.Popen(
                 list(cmd),
-                env=rank_env(base, rank, nranks, placement[rank], uid, port, mps_env),
+                env=rank_env(base, rank, nranks, placement[rank], uid, port, mps_env, hosts),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -372,6 +432,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--assign", choices=["blocked", "round-robin"], default="blocked")
     parser.add_argument("--no-prefix", action="store_true", help="do not prefix output lines with [rank]")
     parser.add_argument("--grace", type=float, default=3.0, help="seconds before killing the others")
+    parser.add_argument(
+        "--fake-hosts",
+        metavar="SPEC",
+        default=None,
+        help="pose as several hosts: a number H (H hosts of consecutive ranks) or one host name per rank, "
+        "comma-separated (e.g. a,b,a,b); sets MSCCLPP_NCCL_HOST_ID (over an inherited one) and the local "
+        "ranks",
+    )
     parser.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ...")
     args = parser.parse_args(argv)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -389,6 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             assign=args.assign,
             prefix=not args.no_prefix,
             grace=args.grace,
+            fake_hosts=args.fake_hosts,
         ),
     )
 
