@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mscclpp_nccl.run import assign_gpus, visible_gpus
+from mscclpp_nccl.run import assign_gpus, fake_host_names, rank_env, visible_gpus
 
 KEYS = [
     "MSCCLPP_NCCL_RANK",
@@ -21,6 +21,8 @@ KEYS = [
     "RANK",
     "WORLD_SIZE",
     "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "MSCCLPP_NCCL_HOST_ID",
     "MASTER_ADDR",
     "MASTER_PORT",
     "CUDA_VISIBLE_DEVICES",
@@ -170,3 +172,93 @@ def test_many_and_single_ranks(n: int) -> None:
     envs = rank_envs(r.stdout)
     assert sorted(envs) == list(range(n))
     assert all(e["CUDA_VISIBLE_DEVICES"] == "0" for e in envs.values())
+
+
+def test_fake_host_count_splits_consecutive_ranks_like_blocked_gpus() -> None:
+    assert fake_host_names("2", 4) == ["0", "0", "1", "1"]
+    assert fake_host_names("3", 4) == ["0", "0", "1", "2"]  # uneven: the first hosts get one more
+    assert fake_host_names(" 4 ", 4) == ["0", "1", "2", "3"]
+    assert fake_host_names("1", 3) == ["0", "0", "0"]
+
+
+def test_fake_host_names_one_per_rank() -> None:
+    assert fake_host_names("a,b,a,b", 4) == ["a", "b", "a", "b"]
+    assert fake_host_names(" x , y ", 2) == ["x", "y"]
+    assert fake_host_names("solo", 1) == ["solo"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "nranks", "message"),
+    [
+        ("0", 4, "at least 1"),
+        ("-2", 4, "at least 1"),
+        ("5", 4, "more hosts than the 4 ranks"),
+        ("a,b,a", 4, "3 host names for 4 ranks"),
+        ("a,b,a,b,a", 4, "5 host names for 4 ranks"),
+        ("a,,b,c", 4, r"empty host name for rank\(s\) \[1\]"),
+        ("", 1, "empty host name"),
+    ],
+)
+def test_bad_fake_hosts_spec(spec: str, nranks: int, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        fake_host_names(spec, nranks)
+
+
+def test_rank_env_with_interleaved_fake_hosts() -> None:
+    hosts = fake_host_names("a,b,a,b", 4)
+    base = {"MSCCLPP_NCCL_HOST_ID": "inherited", "OTHER": "kept"}
+    envs = [rank_env(base, r, 4, None, None, 1234, hosts=hosts) for r in range(4)]
+    assert [e["MSCCLPP_NCCL_HOST_ID"] for e in envs] == [
+        "fake-host-a", "fake-host-b", "fake-host-a", "fake-host-b",
+    ]  # fmt: skip
+    assert [e["LOCAL_RANK"] for e in envs] == ["0", "0", "1", "1"]
+    assert [e["MSCCLPP_NCCL_LOCAL_RANK"] for e in envs] == ["0", "0", "1", "1"]
+    assert all(e["LOCAL_WORLD_SIZE"] == "2" for e in envs)
+    assert [e["RANK"] for e in envs] == ["0", "1", "2", "3"]  # the global rank is untouched
+    assert all(e["WORLD_SIZE"] == "4" and e["OTHER"] == "kept" for e in envs)
+    assert base["MSCCLPP_NCCL_HOST_ID"] == "inherited"  # pure: the base is not changed
+
+
+def test_rank_env_with_uneven_fake_hosts() -> None:
+    hosts = fake_host_names("2", 3)
+    envs = [rank_env({}, r, 3, "0", None, 1234, hosts=hosts) for r in range(3)]
+    assert [e["MSCCLPP_NCCL_HOST_ID"] for e in envs] == ["fake-host-0", "fake-host-0", "fake-host-1"]
+    assert [(e["LOCAL_RANK"], e["LOCAL_WORLD_SIZE"]) for e in envs] == [("0", "2"), ("1", "2"), ("0", "1")]
+
+
+def test_rank_env_without_fake_hosts_keeps_an_inherited_host_id() -> None:
+    env = rank_env({"MSCCLPP_NCCL_HOST_ID": "mine"}, 2, 4, None, None, 1234)
+    assert env["MSCCLPP_NCCL_HOST_ID"] == "mine"
+    assert env["LOCAL_RANK"] == env["MSCCLPP_NCCL_LOCAL_RANK"] == "2" and env["LOCAL_WORLD_SIZE"] == "4"
+    assert "MSCCLPP_NCCL_HOST_ID" not in rank_env({}, 0, 4, None, None, 1234)
+
+
+def test_rank_env_rejects_a_host_list_of_the_wrong_length() -> None:
+    with pytest.raises(ValueError, match="3 fake hosts given for 4 ranks"):
+        rank_env({}, 0, 4, None, None, 1234, hosts=["a", "a", "b"])
+
+
+def test_fake_hosts_end_to_end() -> None:
+    r = launch(
+        "--fake-hosts", "2", "-n", "4", "--gpus", "0", "--", sys.executable, "-c", PRINT_ENV,
+        env={"MSCCLPP_NCCL_HOST_ID": "inherited"},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    envs = rank_envs(r.stdout)
+    assert sorted(envs) == [0, 1, 2, 3]
+    assert [envs[i]["MSCCLPP_NCCL_HOST_ID"] for i in range(4)] == ["fake-host-0"] * 2 + ["fake-host-1"] * 2
+    assert [envs[i]["LOCAL_RANK"] for i in range(4)] == ["0", "1", "0", "1"]
+    assert [envs[i]["MSCCLPP_NCCL_LOCAL_RANK"] for i in range(4)] == ["0", "1", "0", "1"]
+    assert all(e["LOCAL_WORLD_SIZE"] == "2" and e["WORLD_SIZE"] == "4" for e in envs.values())
+    assert [envs[i]["RANK"] for i in range(4)] == ["0", "1", "2", "3"]
+    assert "fake-host-0: ranks 0,1; fake-host-1: ranks 2,3" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"), [("5", "more hosts than the 4 ranks"), ("a,b", "2 host names for 4 ranks")]
+)
+def test_bad_fake_hosts_exit_2_before_any_rank_runs(spec: str, message: str) -> None:
+    r = launch("--fake-hosts", spec, "-n", "4", "--", sys.executable, "-c", "print('ran')")
+    assert r.returncode == 2
+    assert message in r.stderr
+    assert "ran" not in r.stdout
