@@ -67,20 +67,22 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, PathPolicy po
     MSCCLPP_INFO(kInit, "rank %d/%d: %s path: %s", rank_, nranks_, commPathName(choice.path),
                  choice.why.c_str());
     if (choice.path == CommPath::kRefused) return fail(Status::kInvalidUsage, "%s", choice.why.c_str());
-    if (choice.path != CommPath::kNative) return connectRouted(layout, choice.path);
-    // One host whose GPUs cannot all reach each other: our transport cannot serve it, stock can. Every
-    // rank asks about its own GPU, and all follow the answer of the whole host.
-    if (fallbackMode() != FallbackMode::kOff) {
+    // GPUs of one host that cannot all reach each other: our transport cannot serve them (natively or
+    // inside a hierarchy), stock can. Every rank asks about its own GPU; all follow the whole answer.
+    if (choice.path != CommPath::kAllStock && fallbackMode() != FallbackMode::kOff) {
       std::vector<int32_t> reachable(nranks_);
       reachable[rank_] = peerGpusReachable(topology_, rank_, device_) ? 1 : 0;
       MSCCLPP_TRY(bootstrap_->allGather(reachable.data(), sizeof(int32_t)));
       for (int r = 0; r < nranks_; ++r)
         if (!reachable[r]) {
-          MSCCLPP_INFO(kInit, "rank %d/%d: all-stock path: the GPU of rank %d cannot reach every other GPU",
-                       rank_, nranks_, r);
+          MSCCLPP_INFO(
+              kInit,
+              "rank %d/%d: all-stock path: the GPU of rank %d cannot reach every other GPU of its host",
+              rank_, nranks_, r);
           return connectRouted(layout, CommPath::kAllStock);
         }
     }
+    if (choice.path != CommPath::kNative) return connectRouted(layout, choice.path);
   }
   // A layout of one host is one physical host (MSCCLPP_NCCL_HOST_ID only splits), so this is a bug.
   if (!topology_.singleHost)
@@ -320,9 +322,10 @@ Status Communicator::registerWindow(void* buffer, size_t bytes, bool symmetric, 
   // Over several hosts a window is the intra-host communicator's: its steps of a plan go zero-copy there.
   if (routed_) {
     if (routed_->intra() == nullptr)
-      return fail(Status::kInvalidUsage,
-                  "windows are not supported on a communicator that runs all on stock NCCL "
-                  "(MSCCLPP_NCCL_FALLBACK=all, hosts of unequal size, or GPUs without peer access)");
+      return fail(
+          Status::kInvalidUsage,
+          "windows are not supported on a communicator that runs all on stock NCCL "
+          "(MSCCLPP_NCCL_FALLBACK=all, hosts of unequal size or of one rank, or GPUs without peer access)");
     return routed_->intra()->registerWindow(buffer, bytes, symmetric, out);
   }
   std::unique_ptr<SymmetricWindow> window;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <utility>
 
+#include "native/algorithms/registry.h"
 #include "native/collective_plans.h"
 #include "native/common/env.h"
 #include "native/common/logging.h"
@@ -99,9 +100,10 @@ bool hostsContiguous(const HostLayout& layout) {
 // all_reduce below this many bytes skips slicing: an intra-host all_reduce of the whole buffer, then a
 // rail all_reduce of it (two calls instead of three, and the rail carries localSize times more, which
 // costs less than a call while messages are small).
+constexpr int64_t kDefaultSliceFromBytes = 256 << 10;
 size_t sliceFromBytes() {
-  static const size_t bytes = static_cast<size_t>(envInt("MSCCLPP_NCCL_HIERARCHY_SLICE_BYTES", 256 << 10));
-  return bytes;
+  static const int64_t bytes = envInt("MSCCLPP_NCCL_HIERARCHY_SLICE_BYTES", kDefaultSliceFromBytes);
+  return bytes >= 0 ? static_cast<size_t>(bytes) : kDefaultSliceFromBytes;
 }
 
 }  // namespace
@@ -164,9 +166,7 @@ Status RoutedComm::scratch(size_t bytes, cudaStream_t stream, char** out) {
   return Status::kSuccess;
 }
 
-size_t RoutedComm::deviceBytes() const {
-  return (intra_ ? intra_->deviceBytes() : 0) + scratchBytes_;
-}
+size_t RoutedComm::deviceBytes() const { return (intra_ ? intra_->deviceBytes() : 0) + scratchBytes_; }
 
 Status RoutedComm::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
   if (args.count == 0) return Status::kSuccess;
@@ -279,8 +279,8 @@ Status RoutedComm::runIntra(const PlanStep& step, size_t k, char* base, DataType
   if (!ranges.sameSize || !ranges.contiguous)  // exchange() sends interleaved hosts to the world
     return fail(Status::kInternalError, "intra-host step with ranges apart");
   if (step.op == PlanOp::kReduceScatter)
-    return intra_->exchange(Collective::kReduceScatter,
-                            planReduceScatter(first, mine, count, type, op), stream);
+    return intra_->exchange(Collective::kReduceScatter, planReduceScatter(first, mine, count, type, op),
+                            stream);
   return intra_->exchange(Collective::kAllGather, planAllGather(mine, first, count, type), stream);
 }
 
@@ -337,8 +337,7 @@ Status RoutedComm::exchangeOnWorld(Collective collective, const ExchangeArgs& ar
   std::unique_ptr<StockRedOp> stockOp;
   if (args.reduce) MSCCLPP_TRY(StockRedOp::create(*world_, args.op, args.type, &stockOp));
   const ncclRedOp_t op = stockOp ? stockOp->get() : ncclSum;
-  MSCCLPP_INFO(kColl, "collective %d, %zu bytes a rank: stock, all ranks", static_cast<int>(collective),
-               args.rangeBytes);
+  MSCCLPP_INFO(kColl, "%s %zu bytes a rank: stock, all ranks", collectiveName(collective), args.rangeBytes);
   auto optional = [](const char* name) {
     return fail(Status::kInvalidUsage, "the stock NCCL loaded has no %s (it came in 2.28)", name);
   };
@@ -376,6 +375,7 @@ Status RoutedComm::exchangeOnWorld(Collective collective, const ExchangeArgs& ar
 Status RoutedComm::sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream) {
   // Every peer goes through stock, those on this rank's host too: one stock group keeps each rank's
   // sends and receives matched whatever hosts they reach.
+  MSCCLPP_INFO(kP2p, "%zu sends and receives: stock, all ranks", ops.size());
   const StockNcclApi& api = world_->api();
   MSCCLPP_TRY(world_->check(api.ncclGroupStart(), "stock ncclGroupStart"));
   Status status = Status::kSuccess;

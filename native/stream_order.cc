@@ -42,7 +42,8 @@ StreamOrder::~StreamOrder() {
 Status StreamOrder::init(bool graphMixing, uint64_t* ticketWord) {
   // Without a ticket word (a routed communicator, whose work publishes none) every call records `done`.
   const bool tickets = ticketWord != nullptr && deviceWaitsOnTickets();
-  if (ticketWord != nullptr && !tickets) logWarn("streams cannot wait on device memory here: every call records an event instead");
+  if (ticketWord != nullptr && !tickets)
+    logWarn("streams cannot wait on device memory here: every call records an event instead");
   order_ = CallOrder(graphMixing, tickets);
   ticketWord_ = ticketWord;
   MSCCLPP_CUDA_TRY(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));

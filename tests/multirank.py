@@ -23,7 +23,13 @@ def wait_for_device(limit_s: float = 30.0) -> None:
 
 
 def run_ranks(
-    nranks: int, worker: Path, *args: str, timeout: float = 600, env: dict[str, str] | None = None
+    nranks: int,
+    worker: Path,
+    *args: str,
+    timeout: float = 600,
+    env: dict[str, str] | None = None,
+    launcher_args: list[str] | None = None,
+    expect_rc: int = 0,
 ) -> str:
     full_env = dict(os.environ)
     full_env.setdefault("MSCCLPP_NCCL_WAIT_TIMEOUT", "60")
@@ -31,10 +37,10 @@ def run_ranks(
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
     full_env.update(env or {})
     cmd = [sys.executable, "-m", "mscclpp_nccl.run", "-n", str(nranks), "--mps", "--timeout", str(timeout)]
-    cmd += ["--", sys.executable, str(worker), *args]
+    cmd += [*(launcher_args or []), "--", sys.executable, str(worker), *args]
     proc = subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout + 30)
     output = proc.stdout + proc.stderr
-    assert proc.returncode == 0, output[-6000:]
+    assert proc.returncode == expect_rc, output[-6000:]
     return output
 
 

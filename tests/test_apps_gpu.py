@@ -48,7 +48,12 @@ def torch_missing() -> bool:
 
 
 def launch_app(
-    nranks: int, worker: Path, args: list[str], lib: Path | None, extra_env: dict[str, str]
+    nranks: int,
+    worker: Path,
+    args: list[str],
+    lib: Path | None,
+    extra_env: dict[str, str],
+    launcher_args: list[str] | None = None,
 ) -> tuple[int, str]:
     """The launcher's `-n N --mps` with `env LD_PRELOAD=<lib>` in the ranks only, as common.launch_client
     does, but with no preload when `lib` is None and leaving MSCCLPP_NCCL_WAIT_TIMEOUT to the library.
@@ -63,7 +68,7 @@ def launch_app(
     if lib is not None:
         env[common.EXPECT_LIB_ENV] = str(lib)
         rank_cmd = ["env", f"LD_PRELOAD={common.preload_value(lib, env)}", *rank_cmd]
-    cmd = [sys.executable, "-m", "mscclpp_nccl.run", "-n", str(nranks), "--mps"]
+    cmd = [sys.executable, "-m", "mscclpp_nccl.run", "-n", str(nranks), "--mps", *(launcher_args or [])]
     cmd += ["--timeout", f"{LAUNCH_TIMEOUT:g}", "--", *rank_cmd]
     return common.run_launcher(cmd, env, LAUNCH_TIMEOUT + 30)
 
@@ -85,16 +90,44 @@ def control_env(nranks: int) -> dict[str, str]:
 @pytest.mark.parametrize("nranks", [2, 4, 8])
 @pytest.mark.parametrize("app", list(APPS))
 def test_app(app: str, nranks: int, request: pytest.FixtureRequest) -> None:
+    run_app(app, nranks, request)
+
+
+# The hierarchical path of issue 12 under PyTorch, which loads its own NCCL beside ours and our private
+# stock copy: DDP over one GPU cut into fake hosts (the launcher's --fake-hosts).
+@pytest.mark.gpu
+@pytest.mark.skipif(torch_missing(), reason="PyTorch is not installed")
+@pytest.mark.skipif(
+    not os.environ.get("MSCCLPP_NCCL_FALLBACK_LIB"),
+    reason="MSCCLPP_NCCL_FALLBACK_LIB names no stock NCCL (2.30+ takes ranks sharing a GPU)",
+)
+@pytest.mark.parametrize("nranks,hosts", [(4, "2"), (8, "2"), (8, "4")])
+def test_ddp_over_fake_hosts(nranks: int, hosts: str, request: pytest.FixtureRequest) -> None:
+    output = run_app("ddp", nranks, request, ["--fake-hosts", hosts], {"NCCL_DEBUG": "INFO"})
+    paths = [ln for ln in output.splitlines() if "hierarchical path" in ln]
+    assert len(paths) >= nranks, f"{len(paths)} of {nranks} ranks went hierarchical\n{common.tail(output)}"
+
+
+def run_app(
+    app: str,
+    nranks: int,
+    request: pytest.FixtureRequest,
+    launcher_args: list[str] | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> str:
     worker, items = APPS[app]
     args = [*items, "--timeout", f"{STEP_TIMEOUT:g}"]
     control = os.environ.get(CONTROL_ENV, "").strip()
     if control:
         lib = None if control == "torch" else Path(control).resolve()
-        rc, output = launch_app(nranks, APPS_DIR / worker, args, lib, control_env(nranks))
+        env = {**control_env(nranks), **(extra_env or {})}
+        rc, output = launch_app(nranks, APPS_DIR / worker, args, lib, env, launcher_args)
         steps = ["init", *items, "destroy"]
     else:
         lib = request.getfixturevalue("nccl_lib").resolve()
-        rc, output = launch_app(nranks, APPS_DIR / worker, ["--library", *args], lib, {})
+        rc, output = launch_app(
+            nranks, APPS_DIR / worker, ["--library", *args], lib, extra_env or {}, launcher_args
+        )
         steps = ["init", "library", *items, "destroy"]
     results = [ln for ln in output.splitlines() if _RESULT_LINE.match(ln)]
     print("\n".join(results))  # shown with -rP: the differences each rank measured
@@ -110,6 +143,7 @@ def test_app(app: str, nranks: int, request: pytest.FixtureRequest) -> None:
     assert seen == expected, (
         f"RESULT lines by item and rank: {seen}, expected {expected}\n{common.tail(output)}"
     )
+    return output
 
 
 @pytest.mark.gpu

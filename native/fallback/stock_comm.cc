@@ -109,11 +109,11 @@ Status StockRedOp::create(const StockComm& comm, const ReduceOp& op, DataType ty
     // Stock reads a host scalar once, at creation; a device one when its kernel runs, as ours does.
     uint64_t bits = scaling.hostScalarBits;
     void* scalar = scaling.scalarOnDevice ? const_cast<void*>(scaling.deviceScalar) : &bits;
-    MSCCLPP_TRY(comm.check(
-        comm.api().ncclRedOpCreatePreMulSum(&made->op_, scalar, stockType(type),
-                                            scaling.scalarOnDevice ? ncclScalarDevice : ncclScalarHostImmediate,
-                                            comm.handle()),
-        "stock ncclRedOpCreatePreMulSum"));
+    MSCCLPP_TRY(
+        comm.check(comm.api().ncclRedOpCreatePreMulSum(
+                       &made->op_, scalar, stockType(type),
+                       scaling.scalarOnDevice ? ncclScalarDevice : ncclScalarHostImmediate, comm.handle()),
+                   "stock ncclRedOpCreatePreMulSum"));
     made->created_ = true;
   } else if (scaling.postDivisor > 1) {
     if (op.op != BinaryOp::kSum || scaling.postDivisor != comm.size())

@@ -1,0 +1,92 @@
+"""Communicators over several hosts (issue 12), on one GPU cut into fake hosts by the launcher's
+--fake-hosts (MSCCLPP_NCCL_HOST_ID per rank): intra-host steps on our kernels, the rails and the rest
+on a private stock NCCL. The collective suites run unchanged on them (tests/gpu/collectives_worker.py
+and allreduce_worker.py check every collective, type and op, in and out of place, in groups and
+graphs, against NumPy); tests/gpu/hierarchy_worker.py adds what only these communicators have.
+
+Needs a stock NCCL that accepts ranks sharing a GPU (2.30 or newer): MSCCLPP_NCCL_FALLBACK_LIB names it
+(on the GPU machine, the 2.30.7 build from ../shared/stock-nccl). Skips without it."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from multirank import ROOT, assert_all_passed, run_ranks, wait_for_device
+
+COLLECTIVES = ROOT / "tests" / "gpu" / "collectives_worker.py"
+ALLREDUCE = ROOT / "tests" / "gpu" / "allreduce_worker.py"
+HIERARCHY = ROOT / "tests" / "gpu" / "hierarchy_worker.py"
+
+STOCK = os.environ.get("MSCCLPP_NCCL_FALLBACK_LIB", "")
+needs_stock = pytest.mark.skipif(
+    not STOCK, reason="MSCCLPP_NCCL_FALLBACK_LIB names no stock NCCL (2.30+ takes ranks sharing a GPU)"
+)
+
+# name -> (ranks, --fake-hosts, the path every rank must log)
+LAYOUTS = {
+    "2x2": (4, "2", "hierarchical"),
+    "2x4": (8, "2", "hierarchical"),
+    "4x2": (8, "4", "hierarchical"),
+    # Hosts numbered apart: all_reduce stays hierarchical, all_gather and reduce_scatter go to stock.
+    "interleaved": (4, "a,b,a,b", "hierarchical"),
+    # Unequal hosts cannot line up their slices: all through stock.
+    "uneven": (4, "a,a,a,b", "all-stock"),
+}
+COLLECTIVE_SCENARIOS = ["matrix", "large", "graph", "p2p", "groups"]
+ALLREDUCE_SCENARIOS = ["matrix", "large", "graph", "two_comms", "split", "abort"]
+HIERARCHY_SCENARIOS = ["nonblocking", "per_host", "mixed_group"]
+
+
+def info_env() -> dict[str, str]:
+    return {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT"}
+
+
+def assert_path(output: str, nranks: int, path: str) -> None:
+    lines = [ln for ln in output.splitlines() if f"{path} path" in ln]
+    assert len(lines) >= nranks, f"{len(lines)} of {nranks} ranks logged the {path} path\n{output[-4000:]}"
+
+
+@pytest.mark.gpu
+@needs_stock
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_collectives_over_fake_hosts(layout: str) -> None:
+    nranks, hosts, path = LAYOUTS[layout]
+    fake = ["--fake-hosts", hosts]
+    output = run_ranks(nranks, COLLECTIVES, *COLLECTIVE_SCENARIOS, env=info_env(), launcher_args=fake)
+    assert_all_passed(output, COLLECTIVE_SCENARIOS, nranks)
+    assert_path(output, nranks, path)
+    output = run_ranks(nranks, ALLREDUCE, *ALLREDUCE_SCENARIOS, launcher_args=fake)
+    assert_all_passed(output, ALLREDUCE_SCENARIOS, nranks)
+    wait_for_device()  # "abort" leaves kernels behind in MPS for a moment
+
+
+@pytest.mark.gpu
+@needs_stock
+@pytest.mark.parametrize("layout", ["2x2", "4x2"])
+def test_what_only_hierarchical_communicators_have(layout: str) -> None:
+    nranks, hosts, path = LAYOUTS[layout]
+    output = run_ranks(
+        nranks, HIERARCHY, *HIERARCHY_SCENARIOS, env=info_env(), launcher_args=["--fake-hosts", hosts]
+    )
+    assert_all_passed(output, HIERARCHY_SCENARIOS, nranks)
+    assert_path(output, nranks, path)
+
+
+@pytest.mark.gpu
+@needs_stock
+def test_everything_through_stock() -> None:
+    """MSCCLPP_NCCL_FALLBACK=all on one host: the same suites through stock alone."""
+    env = {**info_env(), "MSCCLPP_NCCL_FALLBACK": "all"}
+    output = run_ranks(4, COLLECTIVES, *COLLECTIVE_SCENARIOS, env=env)
+    assert_all_passed(output, COLLECTIVE_SCENARIOS, 4)
+    assert_path(output, 4, "all-stock")
+    output = run_ranks(4, ALLREDUCE, "matrix", "graph", env=env)
+    assert_all_passed(output, ["matrix", "graph"], 4)
+
+
+@pytest.mark.gpu
+def test_fallback_off_refuses_several_hosts() -> None:
+    env = {"MSCCLPP_NCCL_FALLBACK": "0", "MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT": "20"}
+    output = run_ranks(4, HIERARCHY, "refused", env=env, launcher_args=["--fake-hosts", "2"])
+    assert_all_passed(output, ["refused"], 4)
