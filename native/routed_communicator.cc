@@ -348,10 +348,21 @@ Status RoutedComm::exchangeOnWorld(Collective collective, const ExchangeArgs& ar
     case Collective::kReduceScatter:
       return world_->check(api.ncclReduceScatter(args.src, args.dst, count, type, op, comm, stream),
                            "stock ncclReduceScatter");
-    case Collective::kAlltoAll:
+    case Collective::kAlltoAll: {
       if (!api.ncclAlltoAll) return optional("ncclAlltoAll");
-      return world_->check(api.ncclAlltoAll(args.src, args.dst, count, type, comm, stream),
-                           "stock ncclAlltoAll");
+      // Stock sends from the buffer it receives into: in place, the blocks go out of a copy.
+      const size_t whole = args.rangeBytes * layout_.nranks;
+      const char* src = static_cast<const char*>(args.src);
+      const char* dst = static_cast<const char*>(args.dst);
+      const void* from = args.src;
+      if (src < dst + whole && dst < src + whole) {
+        char* copy = nullptr;
+        MSCCLPP_TRY(scratch(whole, stream, &copy));
+        MSCCLPP_CUDA_TRY(cudaMemcpyAsync(copy, args.src, whole, cudaMemcpyDeviceToDevice, stream));
+        from = copy;
+      }
+      return world_->check(api.ncclAlltoAll(from, args.dst, count, type, comm, stream), "stock ncclAlltoAll");
+    }
     case Collective::kBroadcast:
       return world_->check(api.ncclBroadcast(args.src, args.dst, count, type, args.root, comm, stream),
                            "stock ncclBroadcast");

@@ -103,6 +103,7 @@ def test_app(app: str, nranks: int, request: pytest.FixtureRequest) -> None:
 )
 @pytest.mark.parametrize("nranks,hosts", [(4, "2"), (8, "2"), (8, "4")])
 def test_ddp_over_fake_hosts(nranks: int, hosts: str, request: pytest.FixtureRequest) -> None:
+    wait_for_device()
     output = run_app("ddp", nranks, request, ["--fake-hosts", hosts], {"NCCL_DEBUG": "INFO"})
     paths = [ln for ln in output.splitlines() if "hierarchical path" in ln]
     assert len(paths) >= nranks, f"{len(paths)} of {nranks} ranks went hierarchical\n{common.tail(output)}"

@@ -36,6 +36,8 @@ LAYOUTS = {
 COLLECTIVE_SCENARIOS = ["matrix", "large", "graph", "p2p", "groups"]
 ALLREDUCE_SCENARIOS = ["matrix", "large", "graph", "two_comms", "split", "abort"]
 HIERARCHY_SCENARIOS = ["nonblocking", "per_host", "mixed_group"]
+# A stock kernel that waits forever is stopped by nothing but the launcher: bound each launch.
+LAUNCH_S = 180
 
 
 def info_env() -> dict[str, str]:
@@ -52,13 +54,15 @@ def assert_path(output: str, nranks: int, path: str) -> None:
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_collectives_over_fake_hosts(layout: str) -> None:
     nranks, hosts, path = LAYOUTS[layout]
+    wait_for_device()  # a failed or aborting run before may still hold MPS for a moment
     fake = ["--fake-hosts", hosts]
-    output = run_ranks(nranks, COLLECTIVES, *COLLECTIVE_SCENARIOS, env=info_env(), launcher_args=fake)
+    output = run_ranks(
+        nranks, COLLECTIVES, *COLLECTIVE_SCENARIOS, env=info_env(), launcher_args=fake, timeout=LAUNCH_S
+    )
     assert_all_passed(output, COLLECTIVE_SCENARIOS, nranks)
     assert_path(output, nranks, path)
-    output = run_ranks(nranks, ALLREDUCE, *ALLREDUCE_SCENARIOS, launcher_args=fake)
+    output = run_ranks(nranks, ALLREDUCE, *ALLREDUCE_SCENARIOS, launcher_args=fake, timeout=LAUNCH_S)
     assert_all_passed(output, ALLREDUCE_SCENARIOS, nranks)
-    wait_for_device()  # "abort" leaves kernels behind in MPS for a moment
 
 
 @pytest.mark.gpu
@@ -66,8 +70,14 @@ def test_collectives_over_fake_hosts(layout: str) -> None:
 @pytest.mark.parametrize("layout", ["2x2", "4x2"])
 def test_what_only_hierarchical_communicators_have(layout: str) -> None:
     nranks, hosts, path = LAYOUTS[layout]
+    wait_for_device()
     output = run_ranks(
-        nranks, HIERARCHY, *HIERARCHY_SCENARIOS, env=info_env(), launcher_args=["--fake-hosts", hosts]
+        nranks,
+        HIERARCHY,
+        *HIERARCHY_SCENARIOS,
+        env=info_env(),
+        launcher_args=["--fake-hosts", hosts],
+        timeout=LAUNCH_S,
     )
     assert_all_passed(output, HIERARCHY_SCENARIOS, nranks)
     assert_path(output, nranks, path)
@@ -78,15 +88,15 @@ def test_what_only_hierarchical_communicators_have(layout: str) -> None:
 def test_everything_through_stock() -> None:
     """MSCCLPP_NCCL_FALLBACK=all on one host: the same suites through stock alone."""
     env = {**info_env(), "MSCCLPP_NCCL_FALLBACK": "all"}
-    output = run_ranks(4, COLLECTIVES, *COLLECTIVE_SCENARIOS, env=env)
+    output = run_ranks(4, COLLECTIVES, *COLLECTIVE_SCENARIOS, env=env, timeout=LAUNCH_S)
     assert_all_passed(output, COLLECTIVE_SCENARIOS, 4)
     assert_path(output, 4, "all-stock")
-    output = run_ranks(4, ALLREDUCE, "matrix", "graph", env=env)
+    output = run_ranks(4, ALLREDUCE, "matrix", "graph", env=env, timeout=LAUNCH_S)
     assert_all_passed(output, ["matrix", "graph"], 4)
 
 
 @pytest.mark.gpu
 def test_fallback_off_refuses_several_hosts() -> None:
     env = {"MSCCLPP_NCCL_FALLBACK": "0", "MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT": "20"}
-    output = run_ranks(4, HIERARCHY, "refused", env=env, launcher_args=["--fake-hosts", "2"])
+    output = run_ranks(4, HIERARCHY, "refused", env=env, launcher_args=["--fake-hosts", "2"], timeout=60)
     assert_all_passed(output, ["refused"], 4)
