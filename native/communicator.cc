@@ -42,23 +42,23 @@ size_t laneSlotBytesFor(int blocks, int nranks) {
 }  // namespace
 
 Status Communicator::create(const UniqueId& id, int rank, int nranks, std::unique_ptr<Communicator>* out,
-                            AbortLink* link, PathPolicy policy) {
+                            AbortLink* link, CommRole role) {
   std::unique_ptr<Bootstrap> bootstrap;
   MSCCLPP_TRY(Bootstrap::create(id, rank, nranks, bootstrapTimeoutSeconds(), &bootstrap, link));
   std::unique_ptr<Communicator> comm(new Communicator());
-  MSCCLPP_TRY(comm->connect(std::move(bootstrap), policy));
+  MSCCLPP_TRY(comm->connect(std::move(bootstrap), role));
   comm->bootstrap_->detachAbortLink();  // set up: from now on only its own abort reaches it
   *out = std::move(comm);
   return Status::kSuccess;
 }
 
-Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, PathPolicy policy) {
+Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role) {
   bootstrap_ = std::move(bootstrap);
   rank_ = bootstrap_->rank();
   nranks_ = bootstrap_->size();
   MSCCLPP_CUDA_TRY(cudaGetDevice(&device_));
   MSCCLPP_TRY(discoverTopology(*bootstrap_, device_, &topology_));
-  if (policy == PathPolicy::kDecide) {
+  if (role.policy == PathPolicy::kDecide) {
     // Every rank sees the same table, so all take the same branch without another exchange.
     std::vector<uint64_t> hosts(nranks_);
     for (int r = 0; r < nranks_; ++r) hosts[r] = topology_.ranks[r].layoutHostId;
@@ -95,6 +95,12 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, PathPolicy po
     int sharing = topology_.ranksOnGpuOf(r);
     maxRanksPerGpu = std::max(maxRanksPerGpu, sharing);
     residentBlocks = std::min(residentBlocks, std::max(1, topology_.ranks[r].smCount / sharing));
+    // The intra-host part of a routed communicator: the parent's other ranks and stock's kernels run
+    // beside ours and must stay resident too (else a rank's stock step waits for SMs that our kernels,
+    // waiting for that rank, hold): half of each parent rank's share.
+    if (role.policy == PathPolicy::kNativeOnly)
+      residentBlocks =
+          std::min(residentBlocks, std::max(1, topology_.ranks[r].smCount / role.parentRanksPerGpu / 2));
   }
   selector_.init(topology_.myGpuName, nranks_, maxRanksPerGpu, residentBlocks);
   struct Agreement {
@@ -124,7 +130,10 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, PathPolicy po
   // Early launch needs sm_90; it changes no protocol, so ranks need not agree on it.
   int computeMajor = 0;
   MSCCLPP_CUDA_TRY(cudaDeviceGetAttribute(&computeMajor, cudaDevAttrComputeCapabilityMajor, device_));
-  selector_.setEarlyLaunch(computeMajor >= 9 && envInt("MSCCLPP_NCCL_EARLY_LAUNCH", 1) != 0);
+  // Not inside a routed communicator: its kernels' neighbours on the stream are stock's, whose own launch
+  // we do not know to wait before reading what ours wrote.
+  selector_.setEarlyLaunch(computeMajor >= 9 && envInt("MSCCLPP_NCCL_EARLY_LAUNCH", 1) != 0 &&
+                           role.policy == PathPolicy::kDecide);
   MSCCLPP_TRY(
       PeerBuffer::create(*bootstrap_, topology_, packetScratchBytes(nranks_, slotPackets), &scratch_));
   if (laneSlotBytes > 0)
@@ -217,8 +226,12 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, PathPolicy po
 
 Status Communicator::connectRouted(const HostLayout& layout, CommPath path) {
   std::unique_ptr<Communicator> intra;
-  if (path == CommPath::kHierarchical)
-    MSCCLPP_TRY(joinNewCommunicator(layout.intraMembers(rank_), &intra, PathPolicy::kNativeOnly));
+  if (path == CommPath::kHierarchical) {
+    int ranksPerGpu = 1;
+    for (int r = 0; r < nranks_; ++r) ranksPerGpu = std::max(ranksPerGpu, topology_.ranksOnGpuOf(r));
+    MSCCLPP_TRY(
+        joinNewCommunicator(layout.intraMembers(rank_), &intra, {PathPolicy::kNativeOnly, ranksPerGpu}));
+  }
   MSCCLPP_TRY(RoutedComm::create(*bootstrap_, topology_, layout, path, std::move(intra), &routed_));
   // Routed work publishes no tickets: each call's end is the `done` event (native/stream_order.h).
   MSCCLPP_TRY(order_.init(envInt("NCCL_GRAPH_MIXING_SUPPORT", 1) != 0, nullptr));
@@ -434,7 +447,7 @@ void Communicator::abort() {
 }
 
 Status Communicator::joinNewCommunicator(const std::vector<int>& members, std::unique_ptr<Communicator>* out,
-                                         PathPolicy policy) {
+                                         CommRole role) {
   const int newRank = static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
   UniqueId id;
   if (newRank == 0) {
@@ -444,7 +457,7 @@ Status Communicator::joinNewCommunicator(const std::vector<int>& members, std::u
   } else {
     MSCCLPP_TRY(bootstrap_->recv(members[0], kShareIdTag, &id, sizeof(id)));
   }
-  return create(id, newRank, static_cast<int>(members.size()), out, &childSetups_, policy);
+  return create(id, newRank, static_cast<int>(members.size()), out, &childSetups_, role);
 }
 
 Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* out) {

@@ -32,12 +32,19 @@ class RoutedComm;
 // intra-host communicator of a hierarchical one is kNativeOnly, so that it never decides again.
 enum class PathPolicy { kDecide, kNativeOnly };
 
+// What a new communicator is for. An intra-host one (kNativeOnly) shares its GPUs with the parent's
+// other ranks and with stock's kernels, which its own do not see in its rank table.
+struct CommRole {
+  PathPolicy policy = PathPolicy::kDecide;
+  int parentRanksPerGpu = 1;  // the most ranks of the parent on one GPU
+};
+
 class Communicator {
  public:
   // Collective over all `nranks` ranks: joins the rendezvous named by `id` and connects to the peers.
   // Uses the calling thread's current CUDA device. Raising `link` makes the setup give up promptly.
   static Status create(const UniqueId& id, int rank, int nranks, std::unique_ptr<Communicator>* out,
-                       AbortLink* link = nullptr, PathPolicy policy = PathPolicy::kDecide);
+                       AbortLink* link = nullptr, CommRole role = {});
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -85,12 +92,12 @@ class Communicator {
 
  private:
   Communicator() = default;
-  Status connect(std::unique_ptr<Bootstrap> bootstrap, PathPolicy policy);
+  Status connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role);
   // The rest of connect() for a communicator that is not native (issue 12): its intra-host
   // communicator and stock ones (native/routed_communicator.h) instead of our transport.
   Status connectRouted(const HostLayout& layout, CommPath path);
   Status joinNewCommunicator(const std::vector<int>& members, std::unique_ptr<Communicator>* out,
-                             PathPolicy policy = PathPolicy::kDecide);
+                             CommRole role = {});
   // On the bootstrap's receiver thread (no CUDA calls): records the rank and stops the kernels.
   void onPeerLost(int peer);
   // Both buffers (`bytes` each) on every rank, when each lies in a mapped window here (then, by the

@@ -19,7 +19,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from allreduce_worker import Rank
 
-from mscclpp_nccl.binding import Nccl, ffi, new_config, unique_id_from_hex
+from mscclpp_nccl.binding import ffi, new_config
 from mscclpp_nccl.communicator import Communicator, world_from_env
 
 IN_PROGRESS = 7  # ncclInProgress
@@ -51,13 +51,22 @@ def scenario_refused() -> None:
     raise AssertionError("init over several hosts succeeded with MSCCLPP_NCCL_FALLBACK=0")
 
 
-def scenario_nonblocking() -> None:
-    rank, size, uid = world_from_env()
-    nccl = Nccl.load()
+def scenario_nonblocking(r: Rank) -> None:
+    """A second communicator, its unique id drawn by rank 0 and passed over the first."""
+    nccl = r.nccl
+    raw = np.zeros(128, dtype=np.uint8)
+    if r.rank == 0:
+        made = ffi.new("ncclUniqueId*")
+        nccl.check(nccl.lib.ncclGetUniqueId(made))
+        raw[:] = np.frombuffer(ffi.buffer(made), dtype=np.uint8)
+    shared = cp.asarray(raw)
+    r.comm.all_reduce(shared, op="sum", stream=r.stream)  # zeros elsewhere: rank 0's id everywhere
+    r.stream.synchronize()
+    uid = ffi.new("ncclUniqueId*")
+    ffi.buffer(uid)[:] = cp.asnumpy(shared).tobytes()
     config = new_config(blocking=0)
     handle = ffi.new("ncclComm_t*")
-    with cp.cuda.Device(0):
-        started = nccl.lib.ncclCommInitRankConfig(handle, size, unique_id_from_hex(uid), rank, config)
+    started = nccl.lib.ncclCommInitRankConfig(handle, r.size, uid[0], r.rank, config)
     assert started in (0, IN_PROGRESS), f"non-blocking init returned {started}"
     comm = handle[0]
     deadline = time.monotonic() + 60
@@ -70,8 +79,7 @@ def scenario_nonblocking() -> None:
         time.sleep(0.01)
     assert state[0] == 0, f"non-blocking init ended with {state[0]}"
     wrapped = Communicator._wrap(nccl, comm, 0)
-    stream = cp.cuda.Stream(non_blocking=True)
-    sum_check(wrapped, stream, 70001)
+    sum_check(wrapped, r.stream, 70001)
     wrapped.destroy()
     print("PASS nonblocking")
 
@@ -115,8 +123,12 @@ def scenario_mixed_group(r: Rank) -> None:
 
 def main() -> None:
     names = sys.argv[1:]
-    standalone = {"refused": scenario_refused, "nonblocking": scenario_nonblocking}
-    with_rank = {"per_host": scenario_per_host, "mixed_group": scenario_mixed_group}
+    standalone = {"refused": scenario_refused}
+    with_rank = {
+        "nonblocking": scenario_nonblocking,
+        "per_host": scenario_per_host,
+        "mixed_group": scenario_mixed_group,
+    }
     for name in names:
         if name in standalone:
             standalone[name]()
