@@ -97,13 +97,13 @@ bool hostsContiguous(const HostLayout& layout) {
   return true;
 }
 
-// all_reduce below this many bytes skips slicing: an intra-host all_reduce of the whole buffer, then a
-// rail all_reduce of it (two calls instead of three, and the rail carries localSize times more, which
-// costs less than a call while messages are small).
-constexpr int64_t kDefaultSliceFromBytes = 256 << 10;
-size_t sliceFromBytes() {
-  static const int64_t bytes = envInt("MSCCLPP_NCCL_HIERARCHY_SLICE_BYTES", kDefaultSliceFromBytes);
-  return bytes >= 0 ? static_cast<size_t>(bytes) : kDefaultSliceFromBytes;
+// all_reduce, all_gather and reduce_scatter below this many bytes (the whole buffer) go through stock's
+// flat algorithm on the world communicator: small messages are latency-bound, and the hierarchy adds
+// our intra-host steps to a stock call that costs about as much as stock's own over all ranks.
+constexpr int64_t kDefaultHierarchyMinBytes = 256 << 10;
+size_t hierarchyMinBytes() {
+  static const int64_t bytes = envInt("MSCCLPP_NCCL_HIERARCHY_MIN_BYTES", kDefaultHierarchyMinBytes);
+  return bytes >= 0 ? static_cast<size_t>(bytes) : kDefaultHierarchyMinBytes;
 }
 
 }  // namespace
@@ -172,7 +172,8 @@ Status RoutedComm::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
   if (args.count == 0) return Status::kSuccess;
   const size_t elem = dataTypeSize(args.type), bytes = args.count * elem;
   ReduceOp intraOp;
-  if (path_ == CommPath::kAllStock || !intraStepOp(args.op, args.type, layout_.nranks, &intraOp)) {
+  if (path_ == CommPath::kAllStock || bytes < hierarchyMinBytes() ||
+      !intraStepOp(args.op, args.type, layout_.nranks, &intraOp)) {
     MSCCLPP_INFO(kColl, "AllReduce %zu bytes: stock, all ranks", bytes);
     std::unique_ptr<StockRedOp> op;
     MSCCLPP_TRY(StockRedOp::create(*world_, args.op, args.type, &op));
@@ -180,15 +181,14 @@ Status RoutedComm::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
                                                      op->get(), world_->handle(), stream),
                          "stock ncclAllReduce");
   }
-  // Small messages: a grain larger than the buffer leaves no slices, only the intra then rail all_reduce.
-  const size_t grain = bytes < sliceFromBytes() ? bytes + elem : kPlanGrainBytes;
   std::vector<PlanStep> steps;
-  if (!hierarchicalPlan(layout_, rank_, PlanCollective::kAllReduce, args.count, elem, grain, &steps))
+  if (!hierarchicalPlan(layout_, rank_, PlanCollective::kAllReduce, args.count, elem, kPlanGrainBytes,
+                        &steps))
     return fail(Status::kInternalError, "no hierarchical all_reduce plan for %zu elements", args.count);
   MSCCLPP_INFO(kColl, "AllReduce %zu bytes: hierarchical, %zu steps", bytes, steps.size());
-  if (args.recv != args.send)
-    MSCCLPP_CUDA_TRY(cudaMemcpyAsync(args.recv, args.send, bytes, cudaMemcpyDeviceToDevice, stream));
-  return runPlan(steps, static_cast<char*>(args.recv), args.type, intraOp, stream);
+  // The intra-host steps read the send buffer and write the receive buffer, so no copy is needed.
+  return runPlan(steps, static_cast<const char*>(args.send), static_cast<char*>(args.recv), args.type,
+                 intraOp, stream);
 }
 
 Status RoutedComm::exchange(Collective collective, const ExchangeArgs& args, cudaStream_t stream) {
@@ -197,6 +197,7 @@ Status RoutedComm::exchange(Collective collective, const ExchangeArgs& args, cud
   const bool blocked = collective == Collective::kAllGather || collective == Collective::kReduceScatter;
   ReduceOp intraOp = args.op;
   if (path_ == CommPath::kHierarchical && blocked && contiguous_ &&
+      args.rangeBytes * layout_.nranks >= hierarchyMinBytes() &&
       (!args.reduce || intraStepOp(args.op, args.type, layout_.nranks, &intraOp)))
     return blocksHierarchically(collective, args, intraOp, stream);
   return exchangeOnWorld(collective, args, stream);
@@ -219,25 +220,25 @@ Status RoutedComm::blocksHierarchically(Collective collective, const ExchangeArg
     char* mine = recv + rank_ * block;
     if (args.src != mine)
       MSCCLPP_CUDA_TRY(cudaMemcpyAsync(mine, args.src, block, cudaMemcpyDeviceToDevice, stream));
-    return runPlan(steps, recv, args.type, op, stream);
+    return runPlan(steps, recv, recv, args.type, op, stream);
   }
-  // The user's send buffer is read-only: the plan runs over a copy.
+  // The user's send buffer is read-only: the intra-host step reads it and writes scratch, where the
+  // rails then work.
   char* work = nullptr;
   MSCCLPP_TRY(scratch(whole, stream, &work));
-  MSCCLPP_CUDA_TRY(cudaMemcpyAsync(work, args.src, whole, cudaMemcpyDeviceToDevice, stream));
-  MSCCLPP_TRY(runPlan(steps, work, args.type, op, stream));
+  MSCCLPP_TRY(runPlan(steps, static_cast<const char*>(args.src), work, args.type, op, stream));
   MSCCLPP_CUDA_TRY(cudaMemcpyAsync(args.dst, work + rank_ * block, block, cudaMemcpyDeviceToDevice, stream));
   return Status::kSuccess;
 }
 
-Status RoutedComm::runPlan(const std::vector<PlanStep>& steps, char* base, DataType type, const ReduceOp& op,
-                           cudaStream_t stream) {
+Status RoutedComm::runPlan(const std::vector<PlanStep>& steps, const char* source, char* base, DataType type,
+                           const ReduceOp& op, cudaStream_t stream) {
   for (const PlanStep& step : steps) {
     const size_t calls = step.members.empty() ? 0 : step.members[0].size();
     for (const auto& ranges : step.members)
       if (ranges.size() != calls) return fail(Status::kInternalError, "plan step with uneven members");
     for (size_t k = 0; k < calls; ++k)
-      MSCCLPP_TRY(step.comm == PlanComm::kIntra ? runIntra(step, k, base, type, op, stream)
+      MSCCLPP_TRY(step.comm == PlanComm::kIntra ? runIntra(step, k, source, base, type, op, stream)
                                                 : runRail(step, k, base, type, op, stream));
   }
   return Status::kSuccess;
@@ -267,19 +268,22 @@ StepRanges inspect(const PlanStep& step, size_t k) {
 
 }  // namespace
 
-Status RoutedComm::runIntra(const PlanStep& step, size_t k, char* base, DataType type, const ReduceOp& op,
-                            cudaStream_t stream) {
+Status RoutedComm::runIntra(const PlanStep& step, size_t k, const char* source, char* base, DataType type,
+                            const ReduceOp& op, cudaStream_t stream) {
   const StepRanges ranges = inspect(step, k);
   const int me = intra_->rank();
   const size_t count = ranges.bytes / dataTypeSize(type);
   char* first = base + step.members[0][k].offset;
   char* mine = base + step.members[me][k].offset;
+  // Reducing steps are the first to touch their ranges (every plan reduces inside the host first).
   if (step.op == PlanOp::kAllReduce)
-    return intra_->allReduce(AllReduceArgs{mine, mine, count, type, op}, stream);
+    return intra_->allReduce(AllReduceArgs{source + step.members[me][k].offset, mine, count, type, op},
+                             stream);
   if (!ranges.sameSize || !ranges.contiguous)  // exchange() sends interleaved hosts to the world
     return fail(Status::kInternalError, "intra-host step with ranges apart");
   if (step.op == PlanOp::kReduceScatter)
-    return intra_->exchange(Collective::kReduceScatter, planReduceScatter(first, mine, count, type, op),
+    return intra_->exchange(Collective::kReduceScatter,
+                            planReduceScatter(source + step.members[0][k].offset, mine, count, type, op),
                             stream);
   return intra_->exchange(Collective::kAllGather, planAllGather(mine, first, count, type), stream);
 }

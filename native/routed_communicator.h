@@ -52,11 +52,12 @@ class RoutedComm {
 
  private:
   RoutedComm() = default;
-  // Runs `steps` of a plan over `base` (the plan's whole buffer) on `stream`.
-  Status runPlan(const std::vector<PlanStep>& steps, char* base, DataType type, const ReduceOp& op,
-                 cudaStream_t stream);
-  Status runIntra(const PlanStep& step, size_t k, char* base, DataType type, const ReduceOp& op,
-                  cudaStream_t stream);
+  // Runs `steps` of a plan over `base` (the plan's whole buffer) on `stream`. The reducing intra-host
+  // steps read their ranges from `source` (laid out as `base`; the same pointer to work in place).
+  Status runPlan(const std::vector<PlanStep>& steps, const char* source, char* base, DataType type,
+                 const ReduceOp& op, cudaStream_t stream);
+  Status runIntra(const PlanStep& step, size_t k, const char* source, char* base, DataType type,
+                  const ReduceOp& op, cudaStream_t stream);
   Status runRail(const PlanStep& step, size_t k, char* base, DataType type, const ReduceOp& op,
                  cudaStream_t stream);
   // all_gather or reduce_scatter through the plan; `op` is the intra-host steps' reduction.

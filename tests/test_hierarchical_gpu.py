@@ -41,7 +41,8 @@ LAUNCH_S = 180
 
 
 def info_env() -> dict[str, str]:
-    return {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT"}
+    # Every size through the hierarchy, not only those above its default threshold.
+    return {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT", "MSCCLPP_NCCL_HIERARCHY_MIN_BYTES": "0"}
 
 
 def assert_path(output: str, nranks: int, path: str) -> None:
@@ -61,7 +62,8 @@ def test_collectives_over_fake_hosts(layout: str) -> None:
     )
     assert_all_passed(output, COLLECTIVE_SCENARIOS, nranks)
     assert_path(output, nranks, path)
-    output = run_ranks(nranks, ALLREDUCE, *ALLREDUCE_SCENARIOS, launcher_args=fake, timeout=LAUNCH_S)
+    env = {"MSCCLPP_NCCL_HIERARCHY_MIN_BYTES": "0"}
+    output = run_ranks(nranks, ALLREDUCE, *ALLREDUCE_SCENARIOS, env=env, launcher_args=fake, timeout=LAUNCH_S)
     assert_all_passed(output, ALLREDUCE_SCENARIOS, nranks)
 
 
