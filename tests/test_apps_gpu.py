@@ -166,3 +166,22 @@ def test_peer_death_then_destroy_process_group(
     assert "victim: killed as planned" in output, common.tail(output)
     passes = output.count("PASS peer_death")
     assert passes == nranks - 1, f"{passes} of {nranks - 1} survivors passed\n{common.tail(output)}"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch_missing(), reason="PyTorch is not installed")
+@pytest.mark.skipif(
+    not os.environ.get("MSCCLPP_NCCL_FALLBACK_LIB"),
+    reason="MSCCLPP_NCCL_FALLBACK_LIB names no stock NCCL (2.30+ takes ranks sharing a GPU)",
+)
+def test_peer_death_over_fake_hosts(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """As test_peer_death_then_destroy_process_group, on 2 fake hosts of 2: stock's kernels wait too."""
+    wait_for_device()
+    lib = request.getfixturevalue("nccl_lib").resolve()
+    env = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "2", "MSCCLPP_NCCL_WAIT_TIMEOUT": "0"}
+    worker = APPS_DIR / "peer_death_worker.py"
+    rc, output = launch_app(4, worker, [str(tmp_path)], lib, env, ["--fake-hosts", "2"])
+    assert rc == 0, common.tail(output)
+    assert "victim: killed as planned" in output, common.tail(output)
+    passes = output.count("PASS peer_death")
+    assert passes == 3, f"{passes} of 3 survivors passed\n{common.tail(output)}"

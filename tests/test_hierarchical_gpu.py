@@ -10,6 +10,7 @@ Needs a stock NCCL that accepts ranks sharing a GPU (2.30 or newer): MSCCLPP_NCC
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from multirank import ROOT, assert_all_passed, run_ranks, wait_for_device
@@ -102,3 +103,45 @@ def test_fallback_off_refuses_several_hosts() -> None:
     env = {"MSCCLPP_NCCL_FALLBACK": "0", "MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT": "20"}
     output = run_ranks(4, HIERARCHY, "refused", env=env, launcher_args=["--fake-hosts", "2"], timeout=60)
     assert_all_passed(output, ["refused"], 4)
+
+
+FAILURES = ROOT / "tests" / "gpu" / "failure_worker.py"
+
+
+@pytest.mark.gpu
+@needs_stock
+@pytest.mark.parametrize("ending", ["abort", "destroy"])
+def test_rank_killed_mid_collective_over_fake_hosts(ending: str, tmp_path: Path) -> None:
+    """The last rank dies with all-reduces queued on both levels: the survivors see ncclRemoteError from
+    our bootstrap, and abort or destroy ends stock's waiting kernels as well as ours."""
+    wait_for_device()
+    env = {"MSCCLPP_NCCL_WAIT_TIMEOUT": "0", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT"}
+    output = run_ranks(
+        4,
+        FAILURES,
+        str(tmp_path),
+        f"collective:{ending}",
+        env=env,
+        launcher_args=["--fake-hosts", "2"],
+        timeout=110,
+    )
+    assert "victim: killed as planned" in output, output[-6000:]
+    assert output.count(f"PASS collective:{ending}") == 3, output[-6000:]
+
+
+@pytest.mark.gpu
+@needs_stock
+@pytest.mark.parametrize("call", ["split", "shrink"])
+def test_abort_while_blocked_over_fake_hosts(call: str, tmp_path: Path) -> None:
+    wait_for_device()
+    env = {"MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT": "60"}
+    output = run_ranks(
+        4,
+        FAILURES,
+        str(tmp_path),
+        f"blocked:{call}",
+        env=env,
+        launcher_args=["--fake-hosts", "2"],
+        timeout=110,
+    )
+    assert output.count(f"PASS blocked:{call}") == 4, output[-6000:]
