@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "native/algorithms/registry.h"
@@ -419,8 +420,13 @@ void RoutedComm::stopKernels() {
 
 void RoutedComm::abort() {
   if (intra_) intra_->abort();
-  if (rail_) rail_->abort();
-  if (world_) world_->abort();
+  // Stock's abort frees device memory, which waits for every kernel on the device: kernels of the other
+  // stock communicator that wait for a lost rank would hold it forever unless their own abort flag is
+  // already set. So both are aborted at once, each from a thread of its own.
+  std::vector<std::thread> aborts;
+  for (StockComm* comm : {rail_.get(), world_.get()})
+    if (comm) aborts.emplace_back([comm] { comm->abort(); });
+  for (std::thread& thread : aborts) thread.join();
 }
 
 }  // namespace mscclpp_nccl

@@ -110,12 +110,17 @@ FAILURES = ROOT / "tests" / "gpu" / "failure_worker.py"
 
 @pytest.mark.gpu
 @needs_stock
-@pytest.mark.parametrize("ending", ["abort", "destroy"])
-def test_rank_killed_mid_collective_over_fake_hosts(ending: str, tmp_path: Path) -> None:
-    """The last rank dies with all-reduces queued on both levels: the survivors see ncclRemoteError from
-    our bootstrap, and abort or destroy ends stock's waiting kernels as well as ours."""
+@pytest.mark.parametrize("ending,min_bytes", [("abort", "262144"), ("destroy", "262144"), ("abort", "0")])
+def test_rank_killed_mid_collective_over_fake_hosts(ending: str, min_bytes: str, tmp_path: Path) -> None:
+    """The last rank dies with all-reduces queued (64 KB: on the all-rank stock communicator by default,
+    through our intra-host and stock's rail communicators with MIN_BYTES 0): the survivors see
+    ncclRemoteError from our bootstrap, and abort or destroy ends stock's waiting kernels and ours."""
     wait_for_device()
-    env = {"MSCCLPP_NCCL_WAIT_TIMEOUT": "0", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT"}
+    env = {
+        "MSCCLPP_NCCL_WAIT_TIMEOUT": "0",
+        "FAILURE_EXTRA_S": "1",
+        "MSCCLPP_NCCL_HIERARCHY_MIN_BYTES": min_bytes,
+    }
     output = run_ranks(
         4,
         FAILURES,
@@ -123,7 +128,7 @@ def test_rank_killed_mid_collective_over_fake_hosts(ending: str, tmp_path: Path)
         f"collective:{ending}",
         env=env,
         launcher_args=["--fake-hosts", "2"],
-        timeout=110,
+        timeout=45,
     )
     assert "victim: killed as planned" in output, output[-6000:]
     assert output.count(f"PASS collective:{ending}") == 3, output[-6000:]
@@ -134,7 +139,7 @@ def test_rank_killed_mid_collective_over_fake_hosts(ending: str, tmp_path: Path)
 @pytest.mark.parametrize("call", ["split", "shrink"])
 def test_abort_while_blocked_over_fake_hosts(call: str, tmp_path: Path) -> None:
     wait_for_device()
-    env = {"MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT": "60"}
+    env = {"MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT": "60", "FAILURE_EXTRA_S": "1"}
     output = run_ranks(
         4,
         FAILURES,
@@ -142,6 +147,6 @@ def test_abort_while_blocked_over_fake_hosts(call: str, tmp_path: Path) -> None:
         f"blocked:{call}",
         env=env,
         launcher_args=["--fake-hosts", "2"],
-        timeout=110,
+        timeout=45,
     )
     assert output.count(f"PASS blocked:{call}") == 4, output[-6000:]
