@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "native/common/logging.h"
+#include "native/transport/cuda_check.h"
 
 namespace mscclpp_nccl {
 namespace {
@@ -12,8 +13,9 @@ namespace {
 // Stock needs NCCL_MULTI_RANK_GPU_ENABLE=1 when ranks share a GPU, and ncclConfig_t has no field for
 // it. It is set, only where the user left it unset, for the length of one stock initialisation, and
 // removed again, so that the user's environment is as it was once init returns.
-// TODO(issue 12): check on the GPU that stock reads it during ncclCommInitRankConfig (and caches it, as
-// NCCL_PARAM does); setenv races with other threads' getenv, acceptable only at init.
+// Stock 2.30.7 reads it during ncclCommInitRankConfig: on the H200 its communicators of ranks sharing
+// the GPU came up with the variable set only there (session 7, runs W-Y). setenv races with other
+// threads' getenv; that is accepted at init only, under this mutex for our own inits.
 class ScopedMultiRankGpu {
  public:
   explicit ScopedMultiRankGpu(bool needed) : lock_(mutex()) {
@@ -45,6 +47,7 @@ Status StockComm::create(const StockNccl& stock, Bootstrap& bootstrap, const std
   comm->stock_ = &stock;
   comm->rank_ = static_cast<int>(me - members.begin());
   comm->size_ = static_cast<int>(members.size());
+  MSCCLPP_CUDA_TRY(cudaGetDevice(&comm->device_));
   ncclUniqueId id;
   if (comm->rank_ == 0) {
     MSCCLPP_TRY(comm->check(stock.api.ncclGetUniqueId(&id), "stock ncclGetUniqueId"));
@@ -91,7 +94,8 @@ Status StockComm::asyncError() const {
 
 void StockComm::abort() {
   if (comm_ == nullptr || aborted_) return;
-  aborted_ = true;  // ncclCommAbort frees the communicator
+  aborted_ = true;         // ncclCommAbort frees the communicator
+  cudaSetDevice(device_);  // the caller may be a thread of its own (RoutedComm::abort)
   const ncclResult_t result = stock_->api.ncclCommAbort(comm_);
   if (result != ncclSuccess) logWarn("stock ncclCommAbort: %s", stock_->api.ncclGetErrorString(result));
 }

@@ -3,6 +3,8 @@
 // communicators of issue 12 (native/routed_communicator.h) for the rails and the all-rank communicator.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <memory>
 #include <vector>
 
@@ -46,6 +48,7 @@ class StockComm {
   ncclComm_t comm_ = nullptr;
   int rank_ = 0;
   int size_ = 0;
+  int device_ = 0;  // the CUDA device it was created on
   bool aborted_ = false;
 };
 
