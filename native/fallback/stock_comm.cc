@@ -1,41 +1,12 @@
 #include "native/fallback/stock_comm.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <mutex>
 
 #include "native/common/logging.h"
+#include "native/fallback/init_variable.h"
 #include "native/transport/cuda_check.h"
 
 namespace mscclpp_nccl {
-namespace {
-
-// Stock needs NCCL_MULTI_RANK_GPU_ENABLE=1 when ranks share a GPU, and ncclConfig_t has no field for
-// it. It is set, only where the user left it unset, for the length of one stock initialisation, and
-// removed again, so that the user's environment is as it was once init returns.
-// Stock 2.30.7 reads it during ncclCommInitRankConfig: on the H200 its communicators of ranks sharing
-// the GPU came up with the variable set only there (session 7, runs W-Y). setenv races with other
-// threads' getenv; that is accepted at init only, under this mutex for our own inits.
-class ScopedMultiRankGpu {
- public:
-  explicit ScopedMultiRankGpu(bool needed) : lock_(mutex()) {
-    if (needed && getenv(kName) == nullptr) set_ = setenv(kName, "1", 0) == 0;
-  }
-  ~ScopedMultiRankGpu() {
-    if (set_) unsetenv(kName);
-  }
-
- private:
-  static constexpr const char* kName = "NCCL_MULTI_RANK_GPU_ENABLE";
-  static std::mutex& mutex() {
-    static std::mutex m;
-    return m;
-  }
-  std::lock_guard<std::mutex> lock_;
-  bool set_ = false;
-};
-
-}  // namespace
 
 Status StockComm::create(const StockNccl& stock, Bootstrap& bootstrap, const std::vector<int>& members,
                          int tag, const StockCommOptions& options, std::unique_ptr<StockComm>* out) {
@@ -62,7 +33,8 @@ Status StockComm::create(const StockNccl& stock, Bootstrap& bootstrap, const std
     config.maxCTAs = options.maxCtas;
   }
   {
-    ScopedMultiRankGpu env(options.sharedGpu);
+    // Stock needs this when ranks share a GPU (native/fallback/init_variable.h).
+    InitVariable multiRankGpu("NCCL_MULTI_RANK_GPU_ENABLE", "1", options.sharedGpu);
     MSCCLPP_TRY(
         comm->check(stock.api.ncclCommInitRankConfig(&comm->comm_, comm->size_, id, comm->rank_, &config),
                     "stock ncclCommInitRankConfig"));
