@@ -439,6 +439,11 @@ void Communicator::stopKernels() {
   if (routed_) routed_->stopKernels();
 }
 
+void Communicator::abortOutstandingWork() {
+  stopKernels();
+  if (routed_) routed_->abort();  // its intra-host communicator and stock's; ours stays for the shrink
+}
+
 void Communicator::abort() {
   stopKernels();
   childSetups_.raise();  // a split or shrink in another thread leaves its child's rendezvous

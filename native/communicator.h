@@ -82,8 +82,12 @@ class Communicator {
   Status asyncError() const;
   // Makes every waiting kernel and bootstrap call of this communicator give up promptly.
   void abort();
-  // Makes waiting kernels give up, keeping the bootstrap (ncclCommShrink with NCCL_SHRINK_ABORT).
+  // Makes our waiting kernels give up, keeping the bootstrap; makes no CUDA call (the peer-loss handler
+  // runs it on the bootstrap's receiver thread).
   void stopKernels();
+  // ncclCommShrink with NCCL_SHRINK_ABORT, on a thread that may call CUDA: every outstanding operation
+  // gives up, stock's included, and the bootstrap that the shrink goes through is kept.
+  void abortOutstandingWork();
 
   // ncclCommSplit: collective over this communicator. Ranks with `color` == kSplitNoColor get null.
   Status split(int color, int key, std::unique_ptr<Communicator>* out);

@@ -187,7 +187,7 @@ NCCL_API(ncclResult_t, ncclCommShrink,
   *newcomm = child;
   return startCommJob(child, [comm, child, excluded, shrinkFlags](std::unique_ptr<Communicator>* impl) {
     return withImpl(comm, "ncclCommShrink: parent was destroyed", [&](Communicator& parent) {
-      if (shrinkFlags == NCCL_SHRINK_ABORT) parent.stopKernels();
+      if (shrinkFlags == NCCL_SHRINK_ABORT) parent.abortOutstandingWork();
       MSCCLPP_TRY(parent.shrink(excluded, impl));
       child->rank = (*impl)->rank();
       child->nranks = (*impl)->size();
