@@ -1,0 +1,62 @@
+// The allocations of one rank that its peers may map, for zero-copy without windows (issue 13; design:
+// native/transport/DESIGN-zero-copy.md). Pure bookkeeping, CUDA-free: the caller looks up an
+// allocation's identity (CU_POINTER_ATTRIBUTE_BUFFER_ID and its range) and carries out the events, which
+// say what to announce to the peers. Not wired into communicators yet.
+//
+// An allocation gets a small index, which kernels use to find the peers' mappings of it. Identity is the
+// buffer id, which CUDA never reuses in a process, so an address that was freed and allocated again is a
+// new allocation: the old one is retired, and a peer never reaches memory through a stale mapping.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+namespace mscclpp_nccl {
+
+struct AllocationKey {
+  uint64_t bufferId;
+  uintptr_t base;  // start of the allocation
+  size_t bytes;    // its extent
+};
+
+struct RegistryEvent {
+  enum class Kind { kExport, kRetire };
+  Kind kind;
+  uint16_t index;
+  uint32_t generation;  // bumped each time an index is given to another allocation
+  AllocationKey key;
+};
+
+class AllocationRegistry {
+ public:
+  explicit AllocationRegistry(uint16_t capacity) : capacity_(capacity) {}
+
+  // The index of `key`'s allocation, used by call number `call`. A new allocation is exported; one whose
+  // range overlaps allocations registered before retires them (they were freed); at capacity, the least
+  // recently used is retired first. What the peers must learn is appended to `events`, in order.
+  uint16_t use(const AllocationKey& key, uint64_t call, std::vector<RegistryEvent>* events);
+
+  // The index and generation of a registered allocation.
+  bool find(uint64_t bufferId, uint16_t* index, uint32_t* generation) const;
+  size_t size() const { return byId_.size(); }
+
+ private:
+  struct Entry {
+    AllocationKey key;
+    uint16_t index;
+    uint32_t generation;
+    uint64_t lastCall;
+  };
+  void retire(uint64_t bufferId, std::vector<RegistryEvent>* events);
+
+  uint16_t capacity_;
+  std::unordered_map<uint64_t, Entry> byId_;
+  std::map<uintptr_t, uint64_t> byBase_;  // base -> buffer id, for overlap
+  std::vector<uint16_t> freeIndices_;
+  std::vector<uint32_t> generations_;  // per index ever handed out
+};
+
+}  // namespace mscclpp_nccl
