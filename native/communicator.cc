@@ -63,13 +63,15 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
     std::vector<uint64_t> hosts(nranks_);
     for (int r = 0; r < nranks_; ++r) hosts[r] = topology_.ranks[r].layoutHostId;
     const HostLayout layout = hostLayout(hosts);
-    const PathChoice choice = choosePath(fallbackMode(), layout);
+    const FallbackMode mode = fallbackMode();
+    const PathChoice choice = choosePath(mode, layout);
     MSCCLPP_INFO(kInit, "rank %d/%d: %s path: %s", rank_, nranks_, commPathName(choice.path),
                  choice.why.c_str());
     if (choice.path == CommPath::kRefused) return fail(Status::kInvalidUsage, "%s", choice.why.c_str());
     // GPUs of one host that cannot all reach each other: our transport cannot serve them (natively or
     // inside a hierarchy), stock can. Every rank asks about its own GPU; all follow the whole answer.
-    if (choice.path != CommPath::kAllStock && fallbackMode() != FallbackMode::kOff) {
+    // Ranks that all share their host's one GPU have nothing to ask, and skip the round.
+    if (choice.path != CommPath::kAllStock && mode != FallbackMode::kOff && hostSpansGpus(topology_)) {
       std::vector<int32_t> reachable(nranks_);
       reachable[rank_] = peerGpusReachable(topology_, rank_, device_) ? 1 : 0;
       MSCCLPP_TRY(bootstrap_->allGather(reachable.data(), sizeof(int32_t)));

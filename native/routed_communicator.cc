@@ -320,18 +320,15 @@ Status RoutedComm::runRail(const PlanStep& step, size_t k, char* base, DataType 
   }
   // Ranges apart (the usual case: a rail's blocks lie one host apart): one in-place broadcast (gather)
   // or reduce (scatter) per member, rooted at that member, in one stock group.
-  MSCCLPP_TRY(rail_->check(api.ncclGroupStart(), "stock ncclGroupStart"));
-  Status status = Status::kSuccess;
-  for (int i = 0; i < rail_->size() && ok(status); ++i) {
+  return rail_->group(step.members.size(), [&](size_t i) {
     char* at = base + step.members[i][k].offset;
-    status =
-        step.op == PlanOp::kAllGather
-            ? rail_->check(api.ncclBroadcast(at, at, count, stockT, i, comm, stream), "stock ncclBroadcast")
-            : rail_->check(api.ncclReduce(at, at, count, stockT, stockR, i, comm, stream),
-                           "stock ncclReduce");
-  }
-  const Status ended = rail_->check(api.ncclGroupEnd(), "stock ncclGroupEnd");
-  return ok(status) ? ended : status;
+    const int root = static_cast<int>(i);
+    return step.op == PlanOp::kAllGather
+               ? rail_->check(api.ncclBroadcast(at, at, count, stockT, root, comm, stream),
+                              "stock ncclBroadcast")
+               : rail_->check(api.ncclReduce(at, at, count, stockT, stockR, root, comm, stream),
+                              "stock ncclReduce");
+  });
 }
 
 Status RoutedComm::exchangeOnWorld(Collective collective, const ExchangeArgs& args, cudaStream_t stream) {
@@ -393,19 +390,15 @@ Status RoutedComm::sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream) 
   // sends and receives matched whatever hosts they reach.
   MSCCLPP_INFO(kP2p, "%zu sends and receives: stock, all ranks", ops.size());
   const StockNcclApi& api = world_->api();
-  MSCCLPP_TRY(world_->check(api.ncclGroupStart(), "stock ncclGroupStart"));
-  Status status = Status::kSuccess;
-  for (const P2pOp& op : ops) {
-    if (!ok(status)) break;
-    status =
-        op.isSend
-            ? world_->check(api.ncclSend(op.buffer, op.bytes, ncclUint8, op.peer, world_->handle(), stream),
-                            "stock ncclSend")
-            : world_->check(api.ncclRecv(op.buffer, op.bytes, ncclUint8, op.peer, world_->handle(), stream),
-                            "stock ncclRecv");
-  }
-  const Status ended = world_->check(api.ncclGroupEnd(), "stock ncclGroupEnd");
-  return ok(status) ? ended : status;
+  return world_->group(ops.size(), [&](size_t i) {
+    const P2pOp& op = ops[i];
+    return op.isSend ? world_->check(
+                           api.ncclSend(op.buffer, op.bytes, ncclUint8, op.peer, world_->handle(), stream),
+                           "stock ncclSend")
+                     : world_->check(
+                           api.ncclRecv(op.buffer, op.bytes, ncclUint8, op.peer, world_->handle(), stream),
+                           "stock ncclRecv");
+  });
 }
 
 Status RoutedComm::asyncError() const {

@@ -38,6 +38,16 @@ class StockComm {
 
   // kSuccess, or stock's result as a Status with stock's last error text and `what`.
   Status check(ncclResult_t result, const char* what) const;
+  // Stock's calls made by `issue(i)` for i in [0, count), inside one stock group; stops at the first
+  // failure, and always ends the group.
+  template <typename Issue>
+  Status group(size_t count, Issue issue) const {
+    MSCCLPP_TRY(check(stock_->api.ncclGroupStart(), "stock ncclGroupStart"));
+    Status status = Status::kSuccess;
+    for (size_t i = 0; i < count && ok(status); ++i) status = issue(i);
+    const Status ended = check(stock_->api.ncclGroupEnd(), "stock ncclGroupEnd");
+    return ok(status) ? ended : status;
+  }
   // Stock's asynchronous error (ncclInProgress counts as none).
   Status asyncError() const;
   void abort();

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <map>
 #include <vector>
 
 namespace mscclpp_nccl {
@@ -16,6 +17,15 @@ int visibleOrdinal(const uint8_t* uuid, const std::vector<cudaUUID_t>& visible) 
 }
 
 }  // namespace
+
+bool hostSpansGpus(const Topology& topology) {
+  std::map<uint64_t, int> firstRankOfHost;
+  for (size_t r = 0; r < topology.ranks.size(); ++r) {
+    const auto first = firstRankOfHost.emplace(topology.ranks[r].hostId, static_cast<int>(r)).first->second;
+    if (!topology.sameGpu(first, static_cast<int>(r))) return true;
+  }
+  return false;
+}
 
 bool peerGpusReachable(const Topology& topology, int myRank, int cudaDevice) {
   int count = 0;

@@ -7,6 +7,10 @@
 
 namespace mscclpp_nccl {
 
+// Whether some host of the communicator holds ranks on two GPUs or more: only then is peer access a
+// question. The same answer on every rank (it reads the exchanged table).
+bool hostSpansGpus(const Topology& topology);
+
 // False when some rank on this physical host uses a GPU other than ours that this process sees and
 // cannot reach by peer access. A GPU this process does not see is taken as reachable: there is nothing
 // to ask, and the transport reports its own error if IPC then fails.
