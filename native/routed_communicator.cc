@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -71,9 +72,18 @@ bool intraStepOp(const ReduceOp& op, DataType type, int nranks, ReduceOp* out) {
   return true;
 }
 
-// Options of every stock communicator of a job: the same on every rank (from the exchanged table).
-StockCommOptions stockOptions(const Topology& topology) {
+// Options of every stock communicator of a job: the same on every rank (from the exchanged table), but
+// for the host identity, which is the rank's own.
+StockCommOptions stockOptions(const Topology& topology, int rank) {
   StockCommOptions options;
+  // Fake hosts (MSCCLPP_NCCL_HOST_ID) are hosts to stock too: otherwise stock would join them through
+  // shared memory, and neither the all-stock path nor the rails would cross a network as on real hosts.
+  const RankInfo& me = topology.ranks[rank];
+  if (me.layoutHostId != me.hostId) {
+    char text[40];
+    snprintf(text, sizeof(text), "mscclpp-nccl-host-%016llx", static_cast<unsigned long long>(me.layoutHostId));
+    options.hostIdentity = text;
+  }
   int cap = 0;
   for (size_t r = 0; r < topology.ranks.size(); ++r) {
     const int sharing = topology.ranksOnGpuOf(static_cast<int>(r));
@@ -125,7 +135,7 @@ Status RoutedComm::create(Bootstrap& bootstrap, const Topology& topology, const 
   comm->layout_ = layout;
   comm->contiguous_ = hostsContiguous(layout);
   comm->intra_ = std::move(intra);
-  const StockCommOptions options = stockOptions(topology);
+  const StockCommOptions options = stockOptions(topology, comm->rank_);
   // The same order on every rank: the rails (each rank is in exactly one), then the world.
   if (path == CommPath::kHierarchical)
     MSCCLPP_TRY(StockComm::create(*stock, bootstrap, layout.railMembers(comm->rank_), kRailIdTag, options,

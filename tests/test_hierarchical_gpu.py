@@ -63,6 +63,9 @@ def test_collectives_over_fake_hosts(layout: str) -> None:
     )
     assert_all_passed(output, COLLECTIVE_SCENARIOS, nranks)
     assert_path(output, nranks, path)
+    # Fake hosts are hosts to stock as well (NCCL_HOSTID): its channels between them use its network
+    # transport, as between real hosts, never its shared-memory ones.
+    assert "via NET" in output, f"stock joined the fake hosts without its network transport\n{output[-4000:]}"
     env = {"MSCCLPP_NCCL_HIERARCHY_MIN_BYTES": "0"}
     output = run_ranks(nranks, ALLREDUCE, *ALLREDUCE_SCENARIOS, env=env, launcher_args=fake, timeout=LAUNCH_S)
     assert_all_passed(output, ALLREDUCE_SCENARIOS, nranks)

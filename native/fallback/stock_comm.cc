@@ -35,6 +35,7 @@ Status StockComm::create(const StockNccl& stock, Bootstrap& bootstrap, const std
   {
     // Stock needs this when ranks share a GPU (native/fallback/init_variable.h).
     InitVariable multiRankGpu("NCCL_MULTI_RANK_GPU_ENABLE", "1", options.sharedGpu);
+    InitVariable hostId("NCCL_HOSTID", options.hostIdentity.c_str(), !options.hostIdentity.empty());
     MSCCLPP_TRY(
         comm->check(stock.api.ncclCommInitRankConfig(&comm->comm_, comm->size_, id, comm->rank_, &config),
                     "stock ncclCommInitRankConfig"));

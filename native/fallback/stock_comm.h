@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "native/bootstrap/bootstrap.h"
@@ -18,6 +19,10 @@ namespace mscclpp_nccl {
 struct StockCommOptions {
   int maxCtas = 0;         // >0: ncclConfig_t.maxCTAs (ranks sharing a GPU must stay co-resident)
   bool sharedGpu = false;  // ranks share a GPU: stock needs NCCL_MULTI_RANK_GPU_ENABLE=1
+  // Non-empty: the host stock must see this rank on (NCCL_HOSTID), because MSCCLPP_NCCL_HOST_ID cut
+  // this machine into hosts. Stock then links those hosts with its network transport, as it would
+  // real ones, instead of its intra-host transports.
+  std::string hostIdentity;
 };
 
 class StockComm {
