@@ -1,6 +1,7 @@
 #include "native/fallback/stock_comm.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "native/common/logging.h"
 #include "native/fallback/init_variable.h"
@@ -69,8 +70,12 @@ void StockComm::abort() {
   if (comm_ == nullptr || aborted_) return;
   aborted_ = true;         // ncclCommAbort frees the communicator
   cudaSetDevice(device_);  // the caller may be a thread of its own (RoutedComm::abort)
+  const auto start = std::chrono::steady_clock::now();
   const ncclResult_t result = stock_->api.ncclCommAbort(comm_);
   if (result != ncclSuccess) logWarn("stock ncclCommAbort: %s", stock_->api.ncclGetErrorString(result));
+  const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
+  MSCCLPP_INFO(kInit, "stock communicator of %d ranks (rank %d): ncclCommAbort took %.0f ms", size_, rank_,
+               took.count());
 }
 
 ncclDataType_t stockType(DataType type) { return static_cast<ncclDataType_t>(type); }  // same values

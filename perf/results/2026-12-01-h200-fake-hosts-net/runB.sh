@@ -1,6 +1,5 @@
-# Device run B (session 8): one-host regressions after session 7's connect changes (collective suites
-# at 4 and 8 ranks, the failure tests, the PyTorch apps at 4 ranks), then what was left over fake hosts:
-# DDP at 2 hosts of 4, peer death, and the 2x2 suites (stock over its network transport between fake hosts).
+# Device run B (session 8): one-host regressions after session 7's connect changes: the collective
+# suites at 4 and 8 ranks, the failure tests at 4 ranks, the PyTorch apps at 4 ranks.
 set -u
 kit=$PWD/.devkit
 source "$kit/device/prepare.sh" > "$OUT/prepare.log" 2>&1
@@ -12,9 +11,6 @@ suite() {  # name seconds pytest-args...
   echo "$name rc=$?: $(grep -E 'passed|failed|error' "$OUT/$name.log" | tail -1)"
   grep -E "^(FAILED|ERROR)" "$OUT/$name.log" | head -8
 }
-suite collectives 150 tests/test_collectives_gpu.py tests/test_allreduce_gpu.py -k "scenarios and (4 or 8)"
+suite collectives 180 tests/test_collectives_gpu.py tests/test_allreduce_gpu.py -k "scenarios and (4 or 8)"
 suite failures 150 tests/test_failures_gpu.py -k "4"
 suite apps 200 tests/test_apps_gpu.py -k "test_app and 4"
-export MSCCLPP_NCCL_FALLBACK_LIB=/tmp/stock/nccl-2.30.7-sm90/lib/libnccl.so.2
-suite fakehost_apps 150 tests/test_apps_gpu.py -k "8-2 or peer_death_over"
-suite hier_2x2 120 tests/test_hierarchical_gpu.py -k "2x2"

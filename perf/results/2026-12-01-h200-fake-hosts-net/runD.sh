@@ -1,0 +1,31 @@
+# Device run D (session 8): the shipped default (hierarchical from 128 KiB) against all-stock, fake
+# hosts joined by stock's socket transport, all_reduce bf16 8 B-256 MB, two passes each, interleaved;
+# then the mid-collective kill tests over fake hosts (default, destroy, hierarchy, all-stock).
+set -u
+kit=$PWD/.devkit
+source "$kit/device/prepare.sh" > "$OUT/prepare.log" 2>&1
+mkdir -p /tmp/stock && cat "$kit"/stock-nccl/nccl-2.30.7-sm90.tar.xz.part-* | tar -xJ -C /tmp/stock
+export MSCCLPP_NCCL_FALLBACK_LIB=/tmp/stock/nccl-2.30.7-sm90/lib/libnccl.so.2
+export MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT=30 MSCCLPP_NCCL_WAIT_TIMEOUT=60 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+export MSCCLPP_NCCL_TUNING_FILE=$PWD/mscclpp_nccl/tuning/default.json
+mkdir -p build "$OUT/timer"
+nvcc -O2 -I shim -o build/nccl_timer perf/nccl_timer.cu -L mscclpp_nccl/lib -l:libnccl.so.2 || exit 1
+one() {  # label ranks hosts [env...]
+  local label=$1 n=$2 hosts=$3; shift 3
+  env "$@" LD_LIBRARY_PATH=$PWD/mscclpp_nccl/lib timeout 130 python3 -m mscclpp_nccl.run -n $n --mps \
+    --timeout 120 --fake-hosts $hosts -- build/nccl_timer all_reduce 8 268435456 2 20 \
+    > "$OUT/timer/${label}_all_reduce_${n}x${hosts}.txt" 2>&1 || echo "timer $label $n/$hosts failed"
+}
+for pass in 1 2; do
+  for n_h in "4 2" "8 2"; do
+    set -- $n_h
+    one allstock_p$pass $1 $2 MSCCLPP_NCCL_FALLBACK=all
+    one default_p$pass $1 $2
+  done
+done
+python3 perf/timer_summary.py "$OUT/timer" > "$OUT/timer_summary.md" 2>&1
+tar czf "$OUT/timer.tgz" -C "$OUT" timer && rm -rf "$OUT/timer"
+timeout 200 python3 -m pytest -q -rfEs -p no:cacheprovider tests/test_hierarchical_gpu.py -k "killed" > "$OUT/kill.log" 2>&1
+echo "kill tests rc=$?: $(grep -E 'passed|failed|error' "$OUT/kill.log" | tail -1)"
+grep -E "^(FAILED|ERROR)|RESULT" "$OUT/kill.log" | head -20
+echo "timer files: $(tar tzf "$OUT/timer.tgz" | grep -c txt)"
