@@ -81,7 +81,8 @@ StockCommOptions stockOptions(const Topology& topology, int rank) {
   const RankInfo& me = topology.ranks[rank];
   if (me.layoutHostId != me.hostId) {
     char text[40];
-    snprintf(text, sizeof(text), "mscclpp-nccl-host-%016llx", static_cast<unsigned long long>(me.layoutHostId));
+    snprintf(text, sizeof(text), "mscclpp-nccl-host-%016llx",
+             static_cast<unsigned long long>(me.layoutHostId));
     options.hostIdentity = text;
   }
   int cap = 0;

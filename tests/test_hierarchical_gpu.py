@@ -114,7 +114,8 @@ FAILURES = ROOT / "tests" / "gpu" / "failure_worker.py"
 @pytest.mark.gpu
 @needs_stock
 @pytest.mark.parametrize(
-    "ending,route", [("abort", "default"), ("destroy", "default"), ("abort", "hierarchy"), ("abort", "all-stock")]
+    "ending,route",
+    [("abort", "default"), ("destroy", "default"), ("abort", "hierarchy"), ("abort", "all-stock")],
 )
 def test_rank_killed_mid_collective_over_fake_hosts(ending: str, route: str, tmp_path: Path) -> None:
     """The last rank dies with all-reduces queued (64 KB: on the all-rank stock communicator by default,
