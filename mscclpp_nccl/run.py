@@ -4,7 +4,8 @@ Starts N processes of CMD on this host, one GPU each (several ranks share a GPU 
 hands them a unique id made by our library in this process (its root service thread lives here, so the
 launcher stays alive until every rank has exited), and the usual torch.distributed variables.
 With --fake-hosts the ranks pose as several hosts (MSCCLPP_NCCL_HOST_ID), so that the library's
-multi-host path can run on one machine. Works with no GPU for CPU-only commands.
+multi-host path can run on one machine (the library passes the same hosts to its private stock NCCL,
+whose network transport then joins them). Works with no GPU for CPU-only commands.
 """
 
 from __future__ import annotations
