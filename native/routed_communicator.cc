@@ -4,7 +4,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -15,6 +14,7 @@
 #include "native/common/logging.h"
 #include "native/communicator.h"
 #include "native/transport/cuda_check.h"
+#include "native/transport/host_identity.h"
 
 namespace mscclpp_nccl {
 namespace {
@@ -78,13 +78,7 @@ StockCommOptions stockOptions(const Topology& topology, int rank) {
   StockCommOptions options;
   // Fake hosts (MSCCLPP_NCCL_HOST_ID) are hosts to stock too: otherwise stock would join them through
   // shared memory, and neither the all-stock path nor the rails would cross a network as on real hosts.
-  const RankInfo& me = topology.ranks[rank];
-  if (me.layoutHostId != me.hostId) {
-    char text[40];
-    snprintf(text, sizeof(text), "mscclpp-nccl-host-%016llx",
-             static_cast<unsigned long long>(me.layoutHostId));
-    options.hostIdentity = text;
-  }
+  options.hostIdentity = stockHostId(topology.ranks[rank].hostId, topology.ranks[rank].layoutHostId);
   int cap = 0;
   for (size_t r = 0; r < topology.ranks.size(); ++r) {
     const int sharing = topology.ranksOnGpuOf(static_cast<int>(r));

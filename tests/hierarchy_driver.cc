@@ -9,6 +9,7 @@
 //                                 "rank R none" when there is no plan
 //   mode                          MSCCLPP_NCCL_FALLBACK of the environment, as fallbackModeName spells it
 //   hostid PHYSICAL [OVERRIDE]    layoutHostId (without OVERRIDE: from MSCCLPP_NCCL_HOST_ID)
+//   stockhost PHYSICAL LAYOUT     stockHostId: the NCCL_HOSTID given to stock, "-" for none
 //   physical                      physicalHostId() twice, to show it is stable
 #include <cinttypes>
 #include <cstdio>
@@ -102,6 +103,12 @@ int main() {
       in >> physical;
       const uint64_t id = strtoull(physical.c_str(), nullptr, 0);
       printf("%" PRIu64 "\n", (in >> override) ? layoutHostId(id, override) : layoutHostIdFromEnv(id));
+    } else if (command == "stockhost") {
+      std::string physical, layout;
+      in >> physical >> layout;
+      const std::string name =
+          stockHostId(strtoull(physical.c_str(), nullptr, 0), strtoull(layout.c_str(), nullptr, 0));
+      printf("%s\n", name.empty() ? "-" : name.c_str());
     } else if (command == "physical") {
       printf("%" PRIu64 " %" PRIu64 "\n", physicalHostId(), physicalHostId());
     } else {

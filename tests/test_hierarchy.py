@@ -447,6 +447,18 @@ def test_host_id_override_splits_a_machine_but_never_joins_two(driver: Path) -> 
     assert len({a[0], b[0], other_machine_a[0], "1", "2"}) == 5
 
 
+def test_stock_sees_the_layout_hosts(driver: Path) -> None:
+    """Stock gets NCCL_HOSTID only where the layout split the machine: one name per fake host, the same
+    for the ranks of one, and none for a physical host (stock finds that itself)."""
+    queries = [f"hostid 77 {n}" for n in "AAB"]
+    (a1, a2, b), _ = ask(driver, queries)
+    answers, _ = ask(driver, [f"stockhost 77 {h[0]}" for h in (a1, a2, b)] + ["stockhost 77 77"])
+    names = [answer[0] for answer in answers]
+    assert names[0] == names[1] != names[2]
+    assert all(name.startswith("mscclpp-nccl-host-") for name in names[:3])
+    assert names[3] == "-"
+
+
 @pytest.mark.parametrize(
     ("names", "shape"),
     [("AABB", (2, 2)), ("ABAB", (2, 2)), ("AAAABBBB", (2, 4)), ("AABBCCDD", (4, 2)), ("ABCDABCD", (4, 2))],

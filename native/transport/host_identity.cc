@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 
 #include "native/common/env.h"
@@ -32,6 +33,13 @@ uint64_t layoutHostId(uint64_t physical, const std::string& override) {
 
 uint64_t layoutHostIdFromEnv(uint64_t physical) {
   return layoutHostId(physical, envString("MSCCLPP_NCCL_HOST_ID"));
+}
+
+std::string stockHostId(uint64_t physical, uint64_t layout) {
+  if (layout == physical) return "";
+  char name[40];
+  snprintf(name, sizeof(name), "mscclpp-nccl-host-%016llx", static_cast<unsigned long long>(layout));
+  return name;
 }
 
 }  // namespace mscclpp_nccl

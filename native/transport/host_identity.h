@@ -22,4 +22,8 @@ uint64_t layoutHostId(uint64_t physical, const std::string& override);
 // layoutHostId with this process's MSCCLPP_NCCL_HOST_ID.
 uint64_t layoutHostIdFromEnv(uint64_t physical);
 
+// The NCCL_HOSTID that makes the private stock NCCL see the same hosts as the layout: "" when the
+// layout host is the physical one (stock finds that itself), else a name of the layout host.
+std::string stockHostId(uint64_t physical, uint64_t layout);
+
 }  // namespace mscclpp_nccl
