@@ -5,6 +5,8 @@ cover on a communicator over several hosts. The launcher's --fake-hosts gives ea
   nonblocking  a non-blocking init, polled through ncclCommGetAsyncError as PyTorch does, then a call
   per_host     ncclCommSplit by host gives native communicators of one host; both levels stay exact
   mixed_group  one group with an all_reduce, an all_gather and a ring of send/recv across hosts
+  shrink       ncclCommShrink excluding the last rank: the others' new communicator (its hosts now
+               unequal, so it decides its path again) is exact, and the parent stays usable
 """
 
 from __future__ import annotations
@@ -121,6 +123,20 @@ def scenario_mixed_group(r: Rank) -> None:
     print("PASS mixed_group")
 
 
+def scenario_shrink(r: Rank) -> None:
+    last = r.size - 1
+    if r.rank != last:
+        excluded = ffi.new("int[]", [last])
+        new = ffi.new("ncclComm_t*")
+        r.nccl.check(r.nccl.lib.ncclCommShrink(r.comm.handle, excluded, 1, new, ffi.NULL, 0), r.comm.handle)
+        shrunk = Communicator._wrap(r.comm._nccl, new[0], 0)
+        assert (shrunk.rank, shrunk.size) == (r.rank, r.size - 1), (shrunk.rank, shrunk.size)
+        sum_check(shrunk, r.stream, 300007)
+        shrunk.destroy()
+    sum_check(r.comm, r.stream, 4099)  # every rank, the excluded one too: the parent is intact
+    print(f"PASS shrink: rank {last} excluded")
+
+
 def main() -> None:
     names = sys.argv[1:]
     standalone = {"refused": scenario_refused}
@@ -128,6 +144,7 @@ def main() -> None:
         "nonblocking": scenario_nonblocking,
         "per_host": scenario_per_host,
         "mixed_group": scenario_mixed_group,
+        "shrink": scenario_shrink,
     }
     for name in names:
         if name in standalone:
