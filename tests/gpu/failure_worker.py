@@ -40,8 +40,8 @@ from mscclpp_nccl.communicator import Communicator, world_from_env
 REMOTE_ERROR = 6
 CHILD_FLAG = "MSCCLPP_NCCL_FAILURE_CHILD"
 DETECT_LIMIT_S = 1.0
-# Stock NCCL's own abort takes about half a second a communicator; the fake-host tests, whose
-# communicators hold stock ones, raise these limits with FAILURE_EXTRA_S.
+# The fake-host tests, whose communicators hold stock ones, raise these limits with FAILURE_EXTRA_S by
+# stock's own abort time (seconds over its network transport: tests/test_hierarchical_gpu.py).
 EXTRA_S = float(os.environ.get("FAILURE_EXTRA_S", "0"))
 ABORT_LIMIT_S = 1.0 + EXTRA_S
 DESTROY_LIMIT_S = 5.0 + EXTRA_S
