@@ -67,21 +67,6 @@ __global__ void __launch_bounds__(kLaneThreads)
   }
 }
 
-struct TwoShotChunkedLauncher {
-  const LaneComm& comm;
-  const AllReduceArgs& args;
-  LaunchShape shape;
-  cudaStream_t stream;
-  size_t segmentBytes;
-  int rounds;
-
-  template <typename T, typename Op>
-  cudaError_t run() {
-    return launchKernel(allReduceTwoShotChunkedKernel<T, Op>, shape.blocks, shape.threads, shape.earlyLaunch,
-                        stream, comm, args, segmentBytes, shape.chunkBytes, rounds);
-  }
-};
-
 }  // namespace
 
 Status launchAllReduceTwoShotChunked(const LaneComm& comm, const AllReduceArgs& args, LaunchShape shape,
@@ -91,12 +76,12 @@ Status launchAllReduceTwoShotChunked(const LaneComm& comm, const AllReduceArgs& 
   int rounds = 0;
   MSCCLPP_TRY(
       kernelRounds(segmentBytes, shape.chunkBytes * shape.blocks, "all-reduce (two-shot chunked)", &rounds));
-  TwoShotChunkedLauncher launcher{comm, args, shape, stream, segmentBytes, rounds};
-  cudaError_t err = dispatchReduce(args.type, args.op.op, launcher);
-  if (err != cudaSuccess)
-    return fail(Status::kCudaError, "all-reduce (two-shot chunked) launch failed: %s",
-                cudaGetErrorString(err));
-  return Status::kSuccess;
+  auto launch = [&](auto type, auto op) {
+    return launchKernel(allReduceTwoShotChunkedKernel<Tagged<decltype(type)>, Tagged<decltype(op)>>,
+                        shape.blocks, shape.threads, shape.earlyLaunch, stream, comm, args, segmentBytes,
+                        shape.chunkBytes, rounds);
+  };
+  return launched(dispatchReduce(args.type, args.op.op, launch), "all-reduce (two-shot chunked)");
 }
 
 }  // namespace mscclpp_nccl

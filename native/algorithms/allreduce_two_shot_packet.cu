@@ -18,15 +18,10 @@ __global__ void __launch_bounds__(kPacketThreads)
     allReduceTwoShotPacketKernel(PacketComm comm, AllReduceArgs args, size_t segmentWords, size_t chunkWords,
                                  int rounds) {
   enterKernel();
-  const size_t bytes = args.count * sizeof(T);
-  const size_t words = divCeil(bytes, kPacketPayloadBytes);
-  const bool sendAligned = (reinterpret_cast<uintptr_t>(args.send) & 7) == 0;
-  const bool recvAligned = (reinterpret_cast<uintptr_t>(args.recv) & 7) == 0;
-  const auto scalar =
-      args.op.scaling.preMultiply ? loadScalar<T>(args.op.scaling) : typename ElementTraits<T>::Acc(1);
+  const AllReduceWords<T> io(args);
+  const size_t words = io.count();
   const uint64_t base = beginSteps(comm.steps);
   BoundedWait wait(comm.wait);
-  char* recv = static_cast<char*>(args.recv);
 
   // Words of segment `s` that this block handles in the current round start at segmentStart(s)+offset.
   auto wordsIn = [&](int segment, size_t offset) -> size_t {
@@ -37,77 +32,38 @@ __global__ void __launch_bounds__(kPacketThreads)
 
   for (int round = 0; round < rounds; ++round) {
     __syncthreads();
-    const uint32_t scatterFlag = stepFlag(base, 2 * round + 1);
-    const uint32_t gatherFlag = stepFlag(base, 2 * round + 2);
+    PacketStep scatter(comm, wait, stepFlag(base, 2 * round + 1));
+    PacketStep gather(comm, wait, stepFlag(base, 2 * round + 2));
     const size_t offset = (static_cast<size_t>(round) * gridDim.x + blockIdx.x) * chunkWords;
 
     for (int k = 1; k < comm.nranks; ++k) {
-      int peer = peerAfter(comm.rank, k, comm.nranks);
-      size_t n = wordsIn(peer, offset);
-      LLPacket* dst = packetSlot(comm, comm.peerScratch[peer], scatterFlag, comm.rank);
-      for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
-        size_t word = peer * segmentWords + offset + i;
-        llStore(dst + i, loadContribution<T>(args, bytes, sendAligned, word, scalar), scatterFlag);
-      }
+      const int peer = peerAfter(comm.rank, k, comm.nranks);
+      const size_t n = wordsIn(peer, offset);
+      for (size_t i = threadIdx.x; i < n; i += blockDim.x)
+        scatter.send(peer, i, io.contribution(peer * segmentWords + offset + i));
     }
 
     __syncthreads();  // see the one-shot kernel: packets certify the whole block's progress
     const size_t mine = wordsIn(comm.rank, offset);
     for (size_t i = threadIdx.x; i < mine; i += blockDim.x) {
-      size_t word = comm.rank * segmentWords + offset + i;
-      WordReduction<T, Op> reduction;
-      bool complete = true;
-      for (int sender = 0; sender < comm.nranks && complete; ++sender) {
-        uint2 bits;
-        if (sender == comm.rank) {
-          bits = loadContribution<T>(args, bytes, sendAligned, word, scalar);
-        } else {
-          complete = wait.load(packetSlot(comm, comm.localScratch, scatterFlag, sender) + i, scatterFlag,
-                               &bits, sender);
-        }
-        if (sender == 0)
-          reduction.first(bits);
-        else
-          reduction.add(bits);
-      }
-      if (!complete) continue;
-      uint2 result = reduction.result(args.op.scaling.postDivisor);
-      storeWord<T>(recv, word, bytes, recvAligned, result);
-      for (int k = 1; k < comm.nranks; ++k) {
-        int peer = peerAfter(comm.rank, k, comm.nranks);
-        llStore(packetSlot(comm, comm.peerScratch[peer], gatherFlag, comm.rank) + i, result, gatherFlag);
-      }
+      const size_t word = comm.rank * segmentWords + offset + i;
+      uint2 sum;
+      if (!scatter.receiveReduce<T, Op>(i, io.contribution(word), io.postDivisor(), &sum)) continue;
+      io.store(word, sum);
+      gather.sendToPeers(i, sum);
     }
 
     for (int k = 1; k < comm.nranks; ++k) {
-      int peer = peerAfter(comm.rank, k, comm.nranks);
-      size_t n = wordsIn(peer, offset);
-      const LLPacket* src = packetSlot(comm, comm.localScratch, gatherFlag, peer);
+      const int peer = peerAfter(comm.rank, k, comm.nranks);
+      const size_t n = wordsIn(peer, offset);
       for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
         uint2 bits;
-        if (wait.load(src + i, gatherFlag, &bits, peer))
-          storeWord<T>(recv, peer * segmentWords + offset + i, bytes, recvAligned, bits);
+        if (gather.receive(peer, i, &bits)) io.store(peer * segmentWords + offset + i, bits);
       }
     }
   }
   endSteps(comm.steps, base, 2ull * rounds, args.ticket);
 }
-
-struct TwoShotLauncher {
-  const PacketComm& comm;
-  const AllReduceArgs& args;
-  LaunchShape shape;
-  cudaStream_t stream;
-  size_t segmentWords;
-  size_t chunkWords;
-  int rounds;
-
-  template <typename T, typename Op>
-  cudaError_t run() {
-    return launchKernel(allReduceTwoShotPacketKernel<T, Op>, shape.blocks, shape.threads, shape.earlyLaunch,
-                        stream, comm, args, segmentWords, chunkWords, rounds);
-  }
-};
 
 }  // namespace
 
@@ -118,12 +74,12 @@ Status launchAllReduceTwoShotPacket(const PacketComm& comm, const AllReduceArgs&
   const size_t chunkWords = shape.chunkBytes / kPacketPayloadBytes;
   int rounds = 0;
   MSCCLPP_TRY(kernelRounds(segmentWords, chunkWords * shape.blocks, "all-reduce (two-shot packet)", &rounds));
-  TwoShotLauncher launcher{comm, args, shape, stream, segmentWords, chunkWords, rounds};
-  cudaError_t err = dispatchReduce(args.type, args.op.op, launcher);
-  if (err != cudaSuccess)
-    return fail(Status::kCudaError, "all-reduce (two-shot packet) launch failed: %s",
-                cudaGetErrorString(err));
-  return Status::kSuccess;
+  auto launch = [&](auto type, auto op) {
+    return launchKernel(allReduceTwoShotPacketKernel<Tagged<decltype(type)>, Tagged<decltype(op)>>,
+                        shape.blocks, shape.threads, shape.earlyLaunch, stream, comm, args, segmentWords,
+                        chunkWords, rounds);
+  };
+  return launched(dispatchReduce(args.type, args.op.op, launch), "all-reduce (two-shot packet)");
 }
 
 }  // namespace mscclpp_nccl

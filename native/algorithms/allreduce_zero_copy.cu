@@ -52,35 +52,21 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
   if (threadIdx.x == 0) comm.calls[blockIdx.x] = call;
 }
 
-struct ZeroCopyLauncher {
-  const ZeroCopyComm& comm;
-  const AllReduceArgs& args;
-  const PeerBuffers& send;
-  const PeerBuffers& recv;
-  LaunchShape shape;
-  cudaStream_t stream;
-
-  template <typename T, typename Op>
-  cudaError_t run() {
-    const size_t segmentBytes =
-        divCeil(divCeil(args.count * sizeof(T), comm.nranks), kLaneAlignment) * kLaneAlignment;
-    const size_t blockBytes = divCeil(divCeil(segmentBytes, shape.blocks), kLaneAlignment) * kLaneAlignment;
-    return launchKernel(allReduceZeroCopyKernel<T, Op>, shape.blocks, shape.threads, shape.earlyLaunch,
-                        stream, comm, args, send, recv, segmentBytes, blockBytes);
-  }
-};
-
 }  // namespace
 
 Status launchAllReduceZeroCopy(const ZeroCopyComm& comm, const AllReduceArgs& args, const PeerBuffers& send,
                                const PeerBuffers& recv, LaunchShape shape, cudaStream_t stream) {
   if (args.op.scaling.preMultiply || comm.nranks > kMaxZeroCopyRanks || shape.blocks > kMaxZeroCopyBlocks)
     return fail(Status::kInternalError, "all-reduce (zero-copy) given a call it does not serve");
-  ZeroCopyLauncher launcher{comm, args, send, recv, shape, stream};
-  cudaError_t err = dispatchReduce(args.type, args.op.op, launcher);
-  if (err != cudaSuccess)
-    return fail(Status::kCudaError, "all-reduce (zero-copy) launch failed: %s", cudaGetErrorString(err));
-  return Status::kSuccess;
+  const size_t segmentBytes =
+      divCeil(divCeil(args.count * dataTypeSize(args.type), comm.nranks), kLaneAlignment) * kLaneAlignment;
+  const size_t blockBytes = divCeil(divCeil(segmentBytes, shape.blocks), kLaneAlignment) * kLaneAlignment;
+  auto launch = [&](auto type, auto op) {
+    return launchKernel(allReduceZeroCopyKernel<Tagged<decltype(type)>, Tagged<decltype(op)>>, shape.blocks,
+                        shape.threads, shape.earlyLaunch, stream, comm, args, send, recv, segmentBytes,
+                        blockBytes);
+  };
+  return launched(dispatchReduce(args.type, args.op.op, launch), "all-reduce (zero-copy)");
 }
 
 }  // namespace mscclpp_nccl

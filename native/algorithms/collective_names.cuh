@@ -2,6 +2,9 @@
 // Systems) show, where one kernel body serves several collectives: the exchange kernels run seven.
 #pragma once
 
+#include <type_traits>
+
+#include "native/algorithms/reduce_dispatch.cuh"
 #include "native/algorithms/registry.h"
 
 namespace mscclpp_nccl {
@@ -14,32 +17,42 @@ struct Reduce {};
 struct Gather {};
 struct Scatter {};
 
-template <typename Name>
-struct NameTag {
-  using type = Name;
-};
-
-// Returns visit(NameTag<Name>{}) for a collective that reduces; only those two are instantiated.
+// Returns visit(TypeTag<Name>{}) for a collective that reduces; only those two are instantiated.
 template <typename Visit>
 auto visitReducingCollective(Collective collective, Visit visit) {
-  return collective == Collective::kReduce ? visit(NameTag<Reduce>{}) : visit(NameTag<ReduceScatter>{});
+  return collective == Collective::kReduce ? visit(TypeTag<Reduce>{}) : visit(TypeTag<ReduceScatter>{});
 }
 
-// Returns visit(NameTag<Name>{}) for a collective that only moves data.
+// Returns visit(TypeTag<Name>{}) for a collective that only moves data.
 template <typename Visit>
 auto visitCopyingCollective(Collective collective, Visit visit) {
   switch (collective) {
     case Collective::kAlltoAll:
-      return visit(NameTag<AlltoAll>{});
+      return visit(TypeTag<AlltoAll>{});
     case Collective::kBroadcast:
-      return visit(NameTag<Broadcast>{});
+      return visit(TypeTag<Broadcast>{});
     case Collective::kGather:
-      return visit(NameTag<Gather>{});
+      return visit(TypeTag<Gather>{});
     case Collective::kScatter:
-      return visit(NameTag<Scatter>{});
+      return visit(TypeTag<Scatter>{});
     default:
-      return visit(NameTag<AllGather>{});
+      return visit(TypeTag<AllGather>{});
   }
+}
+
+// Returns launch(name, reduce, type, op) for an exchange kernel: tags of the collective that names it,
+// of whether it reduces (std::true_type or std::false_type), and of its element type and operator
+// (reduce_dispatch.cuh). Copying kernels move raw words of the element's size.
+template <typename Launch>
+auto dispatchExchange(Collective collective, bool reduce, DataType type, BinaryOp op, Launch launch) {
+  if (reduce)
+    return visitReducingCollective(collective, [&](auto name) {
+      return dispatchReduce(type, op, [&](auto t, auto o) { return launch(name, std::true_type{}, t, o); });
+    });
+  return visitCopyingCollective(collective, [&](auto name) {
+    return dispatchCopy(dataTypeSize(type),
+                        [&](auto t, auto o) { return launch(name, std::false_type{}, t, o); });
+  });
 }
 
 }  // namespace mscclpp_nccl

@@ -63,44 +63,20 @@ __global__ void __launch_bounds__(kLaneThreads)
   }
 }
 
-template <typename Name, bool kReduce>
-struct ExchangeChunkedLauncher {
-  const LaneComm& comm;
-  const ExchangeArgs& args;
-  LaunchShape shape;
-  cudaStream_t stream;
-  int rounds;
-
-  template <typename T, typename Op>
-  cudaError_t run() {
-    return launchKernel(exchangeChunkedKernel<Name, T, Op, kReduce>, shape.blocks, shape.threads,
-                        shape.earlyLaunch, stream, comm, args, shape.chunkBytes, rounds);
-  }
-};
-
 }  // namespace
 
 Status launchExchangeChunked(const LaneComm& comm, const ExchangeArgs& args, LaunchShape shape,
                              cudaStream_t stream) {
   int rounds = 0;
   MSCCLPP_TRY(kernelRounds(args.rangeBytes, shape.chunkBytes * shape.blocks, "chunked exchange", &rounds));
-  cudaError_t err;
-  if (args.reduce) {
-    err = visitReducingCollective(args.collective, [&](auto name) {
-      ExchangeChunkedLauncher<typename decltype(name)::type, true> launcher{comm, args, shape, stream,
-                                                                            rounds};
-      return dispatchReduce(args.type, args.op.op, launcher);
-    });
-  } else {
-    err = visitCopyingCollective(args.collective, [&](auto name) {
-      ExchangeChunkedLauncher<typename decltype(name)::type, false> launcher{comm, args, shape, stream,
-                                                                             rounds};
-      return dispatchCopy(dataTypeSize(args.type), launcher);
-    });
-  }
-  if (err != cudaSuccess)
-    return fail(Status::kCudaError, "chunked exchange launch failed: %s", cudaGetErrorString(err));
-  return Status::kSuccess;
+  auto launch = [&](auto name, auto reduce, auto type, auto op) {
+    return launchKernel(exchangeChunkedKernel<Tagged<decltype(name)>, Tagged<decltype(type)>,
+                                              Tagged<decltype(op)>, decltype(reduce)::value>,
+                        shape.blocks, shape.threads, shape.earlyLaunch, stream, comm, args, shape.chunkBytes,
+                        rounds);
+  };
+  return launched(dispatchExchange(args.collective, args.reduce, args.type, args.op.op, launch),
+                  "chunked exchange");
 }
 
 }  // namespace mscclpp_nccl

@@ -32,22 +32,21 @@ __global__ void __launch_bounds__(kPacketThreads)
   for (int round = 0; round < rounds; ++round) {
     // A token certifies its whole block: no thread may still read the previous step when one is sent.
     __syncthreads();
-    const uint32_t flag = stepFlag(base, round + 1);
+    PacketStep step(comm, wait, stepFlag(base, round + 1));
     const size_t first = (static_cast<size_t>(round) * gridDim.x + blockIdx.x) * chunkWords;
     const size_t n = first < words ? min(words - first, chunkWords) : 0;
 
     for (int k = 1; k < comm.nranks; ++k) {
       const int peer = peerAfter(me, k, comm.nranks);
-      LLPacket* slot = packetSlot(comm, comm.peerScratch[peer], flag, me);
       if (n > 0 && peerSetHas(args.sendTo, peer, args.root)) {
         const char* range = src + peer * args.srcStride;
         const bool rangeAligned = aligned(range);
         for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
-          uint2 bits = loadWord<T>(range, first + i, args.rangeBytes, rangeAligned);
-          llStore(slot + i, scale ? Word<T>::scale(bits, scalar) : bits, flag);
+          const uint2 bits = loadWord<T>(range, first + i, args.rangeBytes, rangeAligned);
+          step.send(peer, i, scale ? Word<T>::scale(bits, scalar) : bits);
         }
       } else if (threadIdx.x == 0) {
-        llStore(slot, make_uint2(0, 0), flag);
+        step.send(peer, 0, make_uint2(0, 0));  // a token
       }
     }
 
@@ -59,24 +58,11 @@ __global__ void __launch_bounds__(kPacketThreads)
       char* out = dst + me * args.dstStride;
       const bool outAligned = aligned(out);
       for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
-        WordReduction<T, Op> reduction;
-        bool complete = true;
-        for (int sender = 0; sender < comm.nranks && complete; ++sender) {
-          uint2 bits;
-          if (sender == me) {
-            bits = loadWord<T>(own, first + i, args.rangeBytes, ownAligned);
-            if (scale) bits = Word<T>::scale(bits, scalar);
-          } else {
-            complete = wait.load(packetSlot(comm, comm.localScratch, flag, sender) + i, flag, &bits, sender);
-          }
-          if (sender == 0)
-            reduction.first(bits);
-          else
-            reduction.add(bits);
-        }
-        if (complete)
-          storeWord<T>(out, first + i, args.rangeBytes, outAligned,
-                       reduction.result(args.op.scaling.postDivisor));
+        uint2 mine = loadWord<T>(own, first + i, args.rangeBytes, ownAligned);
+        if (scale) mine = Word<T>::scale(mine, scalar);
+        uint2 sum;
+        if (step.receiveReduce<T, Op>(i, mine, args.op.scaling.postDivisor, &sum))
+          storeWord<T>(out, first + i, args.rangeBytes, outAligned, sum);
       }
     } else if (selfTransfer) {
       const char* from = src + me * args.srcStride;
@@ -91,40 +77,23 @@ __global__ void __launch_bounds__(kPacketThreads)
 
     for (int k = 1; k < comm.nranks; ++k) {
       const int peer = peerBefore(me, k, comm.nranks);
-      const LLPacket* slot = packetSlot(comm, comm.localScratch, flag, peer);
       const bool data = n > 0 && peerSetHas(args.recvFrom, peer, args.root);
       if (data && !kReduce) {
         char* range = dst + peer * args.dstStride;
         const bool rangeAligned = aligned(range);
         for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
           uint2 bits;
-          if (wait.load(slot + i, flag, &bits, peer))
+          if (step.receive(peer, i, &bits))
             storeWord<T>(range, first + i, args.rangeBytes, rangeAligned, bits);
         }
       } else if (!data && threadIdx.x == 0) {
         uint2 token;
-        wait.load(slot, flag, &token, peer);
+        step.receive(peer, 0, &token);
       }
     }
   }
   endSteps(comm.steps, base, rounds, args.ticket);
 }
-
-template <typename Name, bool kReduce>
-struct ExchangeLauncher {
-  const PacketComm& comm;
-  const ExchangeArgs& args;
-  LaunchShape shape;
-  cudaStream_t stream;
-  size_t chunkWords;
-  int rounds;
-
-  template <typename T, typename Op>
-  cudaError_t run() {
-    return launchKernel(exchangePacketKernel<Name, T, Op, kReduce>, shape.blocks, shape.threads,
-                        shape.earlyLaunch, stream, comm, args, chunkWords, rounds);
-  }
-};
 
 }  // namespace
 
@@ -134,23 +103,14 @@ Status launchExchange(const PacketComm& comm, const ExchangeArgs& args, LaunchSh
   const size_t chunkWords = shape.chunkBytes / kPacketPayloadBytes;
   int rounds = 0;
   MSCCLPP_TRY(kernelRounds(words, chunkWords * shape.blocks, "packet exchange", &rounds));
-  cudaError_t err;
-  if (args.reduce) {
-    err = visitReducingCollective(args.collective, [&](auto name) {
-      ExchangeLauncher<typename decltype(name)::type, true> launcher{comm,   args,       shape,
-                                                                     stream, chunkWords, rounds};
-      return dispatchReduce(args.type, args.op.op, launcher);
-    });
-  } else {
-    err = visitCopyingCollective(args.collective, [&](auto name) {
-      ExchangeLauncher<typename decltype(name)::type, false> launcher{comm,   args,       shape,
-                                                                      stream, chunkWords, rounds};
-      return dispatchCopy(dataTypeSize(args.type), launcher);
-    });
-  }
-  if (err != cudaSuccess)
-    return fail(Status::kCudaError, "packet exchange launch failed: %s", cudaGetErrorString(err));
-  return Status::kSuccess;
+  auto launch = [&](auto name, auto reduce, auto type, auto op) {
+    return launchKernel(exchangePacketKernel<Tagged<decltype(name)>, Tagged<decltype(type)>,
+                                             Tagged<decltype(op)>, decltype(reduce)::value>,
+                        shape.blocks, shape.threads, shape.earlyLaunch, stream, comm, args, chunkWords,
+                        rounds);
+  };
+  return launched(dispatchExchange(args.collective, args.reduce, args.type, args.op.op, launch),
+                  "packet exchange");
 }
 
 }  // namespace mscclpp_nccl

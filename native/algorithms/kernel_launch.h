@@ -60,4 +60,10 @@ cudaError_t launchKernel(void (*kernel)(Params...), int blocks, int threads, boo
   return err;
 }
 
+// The Status of a launch of `algorithm`'s kernel that returned `err`.
+inline Status launched(cudaError_t err, const char* algorithm) {
+  if (err == cudaSuccess) return Status::kSuccess;
+  return fail(Status::kCudaError, "%s launch failed: %s", algorithm, cudaGetErrorString(err));
+}
+
 }  // namespace mscclpp_nccl

@@ -54,19 +54,6 @@ int lanesFor(size_t bytes, size_t chunkBytes) {
   return static_cast<int>(std::clamp<size_t>(divCeil(bytes, 2 * chunkBytes), 1, kMaxP2pChunkLanes));
 }
 
-struct P2pChunkedLauncher {
-  const LaneComm& comm;
-  const P2pLanes& lanes;
-  int blocks;
-  bool early;
-  cudaStream_t stream;
-
-  template <typename T, typename Op>
-  cudaError_t run() {
-    return launchKernel(sendRecvChunkedKernel<T>, blocks, kLaneThreads, early, stream, comm, lanes);
-  }
-};
-
 }  // namespace
 
 Status launchP2pChunked(const LaneComm& comm, const std::vector<P2pOp>& ops, int maxBlocks,
@@ -81,11 +68,11 @@ Status launchP2pChunked(const LaneComm& comm, const std::vector<P2pOp>& ops, int
   MSCCLPP_TRY(cutIntoLanes(ops, comm.rank, lanesFor, comm.slotBytes, &lanes, &elementBytes));
   if (lanes.count == 0) return Status::kSuccess;
   const int blocks = std::min(lanes.count, maxBlocks);
-  P2pChunkedLauncher launcher{comm, lanes, blocks, blocks <= earlyLaunchBlocks, stream};
-  cudaError_t err = dispatchCopy(elementBytes, launcher);
-  if (err != cudaSuccess)
-    return fail(Status::kCudaError, "send/recv (chunked) launch failed: %s", cudaGetErrorString(err));
-  return Status::kSuccess;
+  auto launch = [&](auto type, auto) {
+    return launchKernel(sendRecvChunkedKernel<Tagged<decltype(type)>>, blocks, kLaneThreads,
+                        blocks <= earlyLaunchBlocks, stream, comm, lanes);
+  };
+  return launched(dispatchCopy(elementBytes, launch), "send/recv (chunked)");
 }
 
 }  // namespace mscclpp_nccl

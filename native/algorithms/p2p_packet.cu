@@ -99,19 +99,6 @@ int laneBlocksFor(size_t bytes, size_t slotPackets) {
   return static_cast<int>(std::clamp<size_t>(wanted, 1, kMaxP2pLaneBlocks));
 }
 
-struct P2pLauncher {
-  const P2pComm& comm;
-  const P2pLanes& lanes;
-  int blocks;
-  bool early;
-  cudaStream_t stream;
-
-  template <typename T, typename Op>
-  cudaError_t run() {
-    return launchKernel(sendRecvPacketKernel<T>, blocks, kPacketThreads, early, stream, comm, lanes);
-  }
-};
-
 }  // namespace
 
 Status launchP2p(const P2pComm& comm, const std::vector<P2pOp>& ops, int maxBlocks, int earlyLaunchBlocks,
@@ -138,11 +125,11 @@ Status launchP2p(const P2pComm& comm, const std::vector<P2pOp>& ops, int maxBloc
   }
   if (lanes.count == 0) return Status::kSuccess;
   const int blocks = std::min(lanes.count, maxBlocks);
-  P2pLauncher launcher{comm, lanes, blocks, blocks <= earlyLaunchBlocks, stream};
-  cudaError_t err = dispatchCopy(elementBytes, launcher);
-  if (err != cudaSuccess)
-    return fail(Status::kCudaError, "send/recv launch failed: %s", cudaGetErrorString(err));
-  return Status::kSuccess;
+  auto launch = [&](auto type, auto) {
+    return launchKernel(sendRecvPacketKernel<Tagged<decltype(type)>>, blocks, kPacketThreads,
+                        blocks <= earlyLaunchBlocks, stream, comm, lanes);
+  };
+  return launched(dispatchCopy(elementBytes, launch), "send/recv");
 }
 
 }  // namespace mscclpp_nccl

@@ -13,20 +13,24 @@ struct TypeTag {
   using type = T;
 };
 
-// Returns `launcher.template run<T, Op>()` for the element type and operator given at run time.
-template <typename Launcher>
-auto dispatchReduce(DataType type, BinaryOp op, Launcher& launcher) {
+// The type a tag stands for: `Tagged<decltype(tag)>` inside a generic lambda.
+template <typename Tag>
+using Tagged = typename Tag::type;
+
+// Returns `launch(TypeTag<T>{}, TypeTag<Op>{})` for the element type and operator given at run time.
+// `launch` is the algorithm's generic lambda, which instantiates and launches its kernel for them.
+template <typename Launch>
+auto dispatchReduce(DataType type, BinaryOp op, Launch&& launch) {
   auto withType = [&](auto tag) {
-    using T = typename decltype(tag)::type;
     switch (op) {
       case BinaryOp::kProd:
-        return launcher.template run<T, OpProd>();
+        return launch(tag, TypeTag<OpProd>{});
       case BinaryOp::kMax:
-        return launcher.template run<T, OpMax>();
+        return launch(tag, TypeTag<OpMax>{});
       case BinaryOp::kMin:
-        return launcher.template run<T, OpMin>();
+        return launch(tag, TypeTag<OpMin>{});
       default:
-        return launcher.template run<T, OpSum>();
+        return launch(tag, TypeTag<OpSum>{});
     }
   };
   switch (type) {
@@ -57,19 +61,19 @@ auto dispatchReduce(DataType type, BinaryOp op, Launcher& launcher) {
   }
 }
 
-// Returns `launcher.template run<Raw, OpSum>()` for an unsigned type of `elementBytes` bytes: data
+// Returns `launch(TypeTag<Raw>{}, TypeTag<OpSum>{})` for an unsigned type of `elementBytes` bytes: data
 // movement depends only on the element size (loads at element-aligned offsets).
-template <typename Launcher>
-auto dispatchCopy(size_t elementBytes, Launcher& launcher) {
+template <typename Launch>
+auto dispatchCopy(size_t elementBytes, Launch&& launch) {
   switch (elementBytes) {
     case 1:
-      return launcher.template run<uint8_t, OpSum>();
+      return launch(TypeTag<uint8_t>{}, TypeTag<OpSum>{});
     case 2:
-      return launcher.template run<uint16_t, OpSum>();
+      return launch(TypeTag<uint16_t>{}, TypeTag<OpSum>{});
     case 4:
-      return launcher.template run<uint32_t, OpSum>();
+      return launch(TypeTag<uint32_t>{}, TypeTag<OpSum>{});
     default:
-      return launcher.template run<uint64_t, OpSum>();
+      return launch(TypeTag<uint64_t>{}, TypeTag<OpSum>{});
   }
 }
 
