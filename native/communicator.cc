@@ -109,16 +109,18 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
     uint64_t slotPackets;
     uint64_t laneSlotBytes;
     uint64_t tuning;
+    uint64_t mapsBuffers;  // MSCCLPP_NCCL_ZERO_COPY: every rank must launch the same kernels
   };
   std::vector<Agreement> agreements(nranks_);
   const int laneBlocks = selector_.laneBlocks();
   agreements[rank_] = {slotPacketsFor(nranks_), laneSlotBytesFor(laneBlocks, nranks_),
-                       selector_.fingerprint()};
+                       selector_.fingerprint(), envInt("MSCCLPP_NCCL_ZERO_COPY", 1) != 0 ? 1u : 0u};
   MSCCLPP_TRY(bootstrap_->allGather(agreements.data(), sizeof(Agreement)));
   size_t slotPackets = agreements[0].slotPackets;
   size_t laneSlotBytes = agreements[0].laneSlotBytes;
-  bool sameTuning = true;
+  bool sameTuning = true, mapsBuffers = nranks_ > 1 && nranks_ <= kMaxZeroCopyRanks;
   for (const Agreement& a : agreements) {
+    mapsBuffers = mapsBuffers && a.mapsBuffers != 0;
     slotPackets = std::min<size_t>(slotPackets, a.slotPackets);
     laneSlotBytes = std::min<size_t>(laneSlotBytes, a.laneSlotBytes);
     sameTuning = sameTuning && a.tuning == agreements[0].tuning;
@@ -166,6 +168,7 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
   const size_t p2pSendAt = carve(p2pStepWords), p2pRecvAt = carve(p2pStepWords);
   const size_t lanesAt = carve(laneCounterWords(laneBlocks, nranks_));
   const size_t callsAt = carve(kMaxZeroCopyBlocks);
+  const size_t decisionAt = carve(1);
   const size_t p2pLanesAt = carve(laneCounterWords(kMaxP2pChunkLanes, nranks_));
   const size_t stoppedAt = carve(1);
   const size_t ticketAt = carve(1);
@@ -210,10 +213,17 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
   direct.rank = rank_;
   direct.nranks = nranks_;
   direct.calls = deviceCounters_ + callsAt;
+  direct.decision = deviceCounters_ + decisionAt;
   direct.wait = packets.wait;
   if (syncScratch_) {
     direct.localFlags = static_cast<uint64_t*>(syncScratch_->local());
     direct.peerFlags = reinterpret_cast<uint64_t* const*>(syncScratch_->devicePeerTable());
+  }
+  // Zero-copy on buffers outside windows needs the barrier flags and the chunked kernel to fall back on.
+  if (mapsBuffers && syncScratch_ && laneScratch_) {
+    MSCCLPP_TRY(MappedAllocations::create(*bootstrap_, topology_, device_, &mapped_));
+    direct.mappedTable = mapped_->deviceTable();
+    selector_.setMapsBuffers(true);
   }
 
   MSCCLPP_TRY(order_.init(envInt("NCCL_GRAPH_MIXING_SUPPORT", 1) != 0, packets.steps.ticket));
@@ -273,7 +283,9 @@ Communicator::~Communicator() {
     return Ms(std::chrono::steady_clock::now() - t).count();
   };
   const bool stopped = hostFlags_ && const_cast<volatile int*>(hostFlags_)[0];
-  // First the bootstrap (goodbye to the peers unless aborted, then its receiver thread ends), so
+  // The helper that maps peers' allocations uses the bootstrap: it ends first.
+  if (mapped_) mapped_->stop();
+  // Then the bootstrap (goodbye to the peers unless aborted, then its receiver thread ends), so
   // that the peer-lost handler can no longer touch what is freed below.
   bootstrap_.reset();
   const double bootstrapMs = since(start);
@@ -290,6 +302,7 @@ Communicator::~Communicator() {
   const double drainMs = since(phase);
   phase = std::chrono::steady_clock::now();
   windows_.clear();
+  mapped_.reset();
   routed_.reset();
   scratch_.reset();
   laneScratch_.reset();
@@ -324,13 +337,37 @@ Status Communicator::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
                                        cudaMemcpyDeviceToDevice, stream));
     return Status::kSuccess;
   }
+  const size_t bytes = args.count * dataTypeSize(args.type);
   DirectBuffers direct;
-  const bool registered =
-      findDirectBuffers(args.send, args.recv, args.count * dataTypeSize(args.type), &direct);
+  const bool registered = findDirectBuffers(args.send, args.recv, bytes, &direct);
+  // Every rank reaches the same answer here (windows are collective, the rest is the call's shape).
+  const bool maps = !registered && selector_.mapsBuffers(Collective::kAllReduce, dataTypeSize(args.type),
+                                                         bytes, args.op.scaling.preMultiply);
+  bool capturing = false;
+  const MappedCall mapped =
+      maps ? describeBuffers(args.send, bytes, args.recv, bytes, call.ticket, stream, &capturing)
+           : MappedCall{};
   uint64_t published = 0;
-  MSCCLPP_TRY(runAllReduce(transports_, selector_, call, registered ? &direct : nullptr, stream, &published));
+  MSCCLPP_TRY(runAllReduce(transports_, selector_, call, registered ? &direct : nullptr,
+                           maps ? &mapped : nullptr, stream, &published));
+  if (maps && !capturing) mapped_->markUsed(stream);
   order_.published(published);
   return Status::kSuccess;
+}
+
+MappedCall Communicator::describeBuffers(const void* send, size_t sendBytes, const void* recv,
+                                         size_t recvBytes, uint64_t ticket, cudaStream_t stream,
+                                         bool* capturing) {
+  // A captured description is replayed for the graph's life: there, wait for the peers' mappings.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  *capturing =
+      cudaStreamIsCapturing(stream, &capture) == cudaSuccess && capture == cudaStreamCaptureStatusActive;
+  const double wait = *capturing ? envDouble("MSCCLPP_NCCL_ZERO_COPY_CAPTURE_WAIT", 2.0) : 0.0;
+  MappedCall mapped{};
+  mapped.send.ready = mapped.recv.ready = 1;  // what peers never touch needs no mapping
+  if (send) mapped_->describe(send, sendBytes, ticket, *capturing, wait, &mapped.send);
+  if (recv) mapped_->describe(recv, recvBytes, ticket, *capturing, wait, &mapped.recv);
+  return mapped;
 }
 
 Status Communicator::registerWindow(void* buffer, size_t bytes, bool symmetric, SymmetricWindow** out) {
@@ -391,8 +428,28 @@ Status Communicator::exchange(Collective collective, const ExchangeArgs& args, c
   call.ticket = order_.newWork();
   call.collective = collective;
   if (args.rangeBytes == 0) return Status::kSuccess;
+  // Every rank reaches the same answer here: it depends on the call's shape only.
+  const bool maps = selector_.mapsBuffers(collective, dataTypeSize(args.type), args.rangeBytes,
+                                          args.reduce && args.op.scaling.preMultiply);
+  bool capturing = false;
+  MappedCall mapped{};
+  if (maps) {
+    // Peers read this rank's source where it sends (its ranges at srcStride); they never touch its
+    // destination.
+    const bool sends = args.sendTo != PeerSet::kNone;
+    const size_t srcBytes = args.srcStride * (nranks_ - 1) + args.rangeBytes;
+    mapped =
+        describeBuffers(sends ? args.src : nullptr, srcBytes, nullptr, 0, call.ticket, stream, &capturing);
+    // In place, an alltoall would overwrite ranges of its source that peers still read.
+    const char* src = static_cast<const char*>(args.src);
+    const char* dst = static_cast<const char*>(args.dst);
+    const size_t dstBytes = args.dstStride * (nranks_ - 1) + args.rangeBytes;
+    if (collective == Collective::kAlltoAll && src < dst + dstBytes && dst < src + srcBytes)
+      mapped.send.ready = 0;
+  }
   uint64_t published = 0;
-  MSCCLPP_TRY(runExchange(transports_, selector_, call, stream, &published));
+  MSCCLPP_TRY(runExchange(transports_, selector_, call, maps ? &mapped : nullptr, stream, &published));
+  if (maps && !capturing) mapped_->markUsed(stream);
   order_.published(published);
   return Status::kSuccess;
 }

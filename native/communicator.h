@@ -18,6 +18,7 @@
 #include "native/common/status.h"
 #include "native/fallback/hierarchy.h"
 #include "native/stream_order.h"
+#include "native/transport/mapped_allocations.h"
 #include "native/transport/peer_buffer.h"
 #include "native/transport/rank_info.h"
 #include "native/transport/symmetric_window.h"
@@ -107,6 +108,11 @@ class Communicator {
   // Both buffers (`bytes` each) on every rank, when each lies in a mapped window here (then, by the
   // windows' promise, at the same offset on every rank).
   bool findDirectBuffers(const void* send, const void* recv, size_t bytes, DirectBuffers* out) const;
+  // This rank's description of a call's buffers for the mapped zero-copy kernels: `send` (null: peers
+  // read nothing of it) and `recv` (null: peers write nothing of it). Sets *capturing when `stream` is
+  // being captured.
+  MappedCall describeBuffers(const void* send, size_t sendBytes, const void* recv, size_t recvBytes,
+                             uint64_t ticket, cudaStream_t stream, bool* capturing);
   // Lanes of `blocks` per pair over `scratch` (null: none), their counters at `counters` ([sent][received]).
   LaneComm laneComm(int blocks, size_t slotBytes, const PeerBuffer* scratch, uint64_t* counters,
                     const WaitControl& wait) const;
@@ -132,6 +138,7 @@ class Communicator {
   std::unique_ptr<RoutedComm> routed_;  // set: every call goes there (hierarchical or all-stock)
   mutable std::mutex windowsMutex_;
   std::vector<std::unique_ptr<SymmetricWindow>> windows_;
+  std::unique_ptr<MappedAllocations> mapped_;  // users' allocations shared with the peers (null: off)
 };
 
 }  // namespace mscclpp_nccl

@@ -150,6 +150,27 @@ std::string exercise(Bootstrap& bs) {
   CHECK(mismatch == Status::kInternalError, "size mismatch gave " + describe(mismatch));
   CHECK(bs.send(next, INT32_MIN, a.data(), 1) == Status::kInvalidArgument, "reserved tag accepted");
 
+  // recvAny: every peer sends one message of its own size on tag 11; each arrives once, from its
+  // sender, whole; then nothing is left and the wait times out.
+  std::vector<char> mine = makeMessage(rank, 40 + rank, 6);
+  for (int peer = 0; peer < n; ++peer)
+    if (peer != rank) CHECK_OK(bs.send(peer, 11, mine.data(), mine.size()));
+  std::vector<int> seen(n, 0);
+  for (int i = 0; i < n - 1; ++i) {
+    int from = -1;
+    std::vector<char> message;
+    CHECK_OK(bs.recvAny(11, 30.0, &from, &message));
+    CHECK(from >= 0 && from < n && from != rank && !seen[from], "recvAny: unexpected sender");
+    CHECK(message.size() == static_cast<size_t>(40 + from) && checkMessage(message, from, 6),
+          "recvAny: wrong data");
+    seen[from] = 1;
+  }
+  int nobody = -1;
+  std::vector<char> none;
+  CHECK(bs.recvAny(11, 0.05, &nobody, &none) == Status::kTimeout, "recvAny: a message came from nowhere");
+  CHECK(bs.recvAny(INT32_MIN, 0.05, &nobody, &none) == Status::kInvalidArgument, "recvAny: reserved tag");
+  CHECK_OK(bs.barrier());
+
   // One object used from several threads at once, each on its own tag.
   std::vector<std::string> errors(4);
   std::vector<std::thread> threads;

@@ -47,6 +47,14 @@ Status launchAllReduceZeroCopy(const ZeroCopyComm&, const AllReduceArgs&, const 
                                const PeerBuffers&, LaunchShape, cudaStream_t) {
   return notLinked();
 }
+Status launchAllReduceMapped(const ZeroCopyComm&, const AllReduceArgs&, const MappedCall&, LaunchShape,
+                             cudaStream_t) {
+  return notLinked();
+}
+Status launchExchangeMapped(const ZeroCopyComm&, const ExchangeArgs&, const MappedCall&, LaunchShape,
+                            cudaStream_t) {
+  return notLinked();
+}
 Status launchP2p(const P2pComm&, const std::vector<P2pOp>& ops, int, int, cudaStream_t) {
   return recordKernel("packet", ops);
 }

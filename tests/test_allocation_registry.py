@@ -20,8 +20,8 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_driver(tmp_path_factory.mktemp("registry") / "driver", SOURCES, [], 0)
 
 
-def run(driver: Path, calls: list[tuple[int, int, int]], capacity: int = 4) -> list[str]:
-    text = "".join(f"{i} {b} {n}\n" for i, b, n in calls)
+def run(driver: Path, calls: list[tuple[int, ...]], capacity: int = 4) -> list[str]:
+    text = "".join(" ".join(map(str, call)) + "\n" for call in calls)
     proc = subprocess.run(
         [str(driver), str(capacity)], input=text, capture_output=True, text=True, env=driver_env(), timeout=20
     )
@@ -66,6 +66,29 @@ def test_at_capacity_the_least_recently_used_is_retired(driver: Path) -> None:
     lines = run(driver, calls, capacity=2)
     assert lines[3] == "index 1 gen 1 | retire 1 0 2 | export 1 1 3"
     assert lines[-1] == "size 2"
+
+
+def test_pinned_allocations_are_never_retired_for_room(driver: Path) -> None:
+    # 1 is pinned (a graph captured it) and the oldest: 2 goes for 3, then 3 for 4.
+    calls = [(1, 0, MB, 1), (2, MB, MB), (3, 2 * MB, MB), (4, 3 * MB, MB), (1, 0, MB)]
+    lines = run(driver, calls, capacity=2)
+    assert lines[2] == "index 1 gen 1 | retire 1 0 2 | export 1 1 3"
+    assert lines[3] == "index 1 gen 2 | retire 1 1 3 | export 1 2 4"
+    assert lines[4] == "index 0 gen 0"
+
+
+def test_full_of_pinned_allocations_gives_no_index(driver: Path) -> None:
+    calls = [(1, 0, MB, 1), (2, MB, MB, 1), (3, 2 * MB, MB), (1, 0, MB)]
+    lines = run(driver, calls, capacity=2)
+    assert lines[2] == "full"
+    assert lines[3] == "index 0 gen 0"
+    assert lines[-1] == "size 2"
+
+
+def test_a_freed_pinned_allocation_is_still_retired(driver: Path) -> None:
+    # Its address came back as a new allocation: the old one is gone, pinned or not.
+    lines = run(driver, [(1, 0, MB, 1), (2, 0, MB)], capacity=2)
+    assert lines[1] == "index 0 gen 1 | retire 0 0 1 | export 0 1 2"
 
 
 @pytest.mark.parametrize("capacity", [1, 3, 16])

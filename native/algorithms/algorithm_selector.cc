@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <sstream>
 
@@ -29,6 +30,10 @@ constexpr size_t kLaneBlockBytes = 16 * 1024;
 // packets pay flags: from this size on (windows only) moving the message once wins (measured crossover
 // between 512 KB and 2 MB at 2, 4 and 8 ranks).
 constexpr size_t kZeroCopyMinBytes = 1 << 20;
+// Zero-copy exchanges (outside windows) from this many bytes per range: at 4 ranks on one H200 the
+// mapped kernel was level with the chunked exchange at 2 MB ranges and up to 2.3x faster from 4 MB,
+// slower below (perf/results/2026-12-02-h200-zero-copy).
+constexpr size_t kExchangeZeroCopyMinBytes = 2 << 20;
 // Default zero-copy grid: one block per this many bytes of the segment each rank reduces (a block
 // moves 2 x nranks times that), so that medium messages use many SMs.
 constexpr size_t kDirectBlockBytes = 4 * 1024;
@@ -233,6 +238,24 @@ Choice AlgorithmSelector::choose(Collective collective, size_t elementBytes, siz
   return Choice{&fallback, shapeFor(fallback, TuningChoice{}, bytes), "rules"};
 }
 
+bool AlgorithmSelector::mapsBuffers(Collective collective, size_t elementBytes, size_t bytes,
+                                    bool preMultiply) const {
+  const bool allReduce = collective == Collective::kAllReduce;
+  // PreMulSum's per-rank scalars stay on scratch; a forced algorithm is what an experiment asked for.
+  if (!mapsBuffers_ || preMultiply || collective == Collective::kSendRecv ||
+      (allReduce ? bytes : bytes * nranks_) < kZeroCopyMinBytes ||
+      forced_[static_cast<int>(collective)].algorithm)
+    return false;
+  // The fallback must be a chunked kernel, the kind that can stand down when zero-copy did the work.
+  const AlgorithmId fallback =
+      allReduce ? AlgorithmId::kAllReduceTwoShotChunked : AlgorithmId::kExchangeChunked;
+  return nranks_ <= kMaxZeroCopyRanks && choose(collective, elementBytes, bytes).algorithm->id == fallback;
+}
+
+LaunchShape AlgorithmSelector::directShape(size_t bytes) const {
+  return shapeFor(algorithm(AlgorithmId::kAllReduceZeroCopy), TuningChoice{}, bytes);
+}
+
 namespace {
 
 void logChoice(Collective collective, size_t bytes, DataType type, const Choice& choice) {
@@ -241,13 +264,39 @@ void logChoice(Collective collective, size_t bytes, DataType type, const Choice&
                choice.shape.blocks, choice.shape.threads, choice.shape.chunkBytes);
 }
 
+// The ticket a mapped call's kernels match their decision with: the call's own, or inside graph capture
+// (where calls get none) any nonzero value; neither kernel publishes it.
+uint64_t decisionTicket(uint64_t ticket) {
+  static std::atomic<uint64_t> captured{uint64_t{1} << 62};
+  return ticket != 0 ? ticket : captured.fetch_add(1, std::memory_order_relaxed);
+}
+
+// "ready": this rank's buffers are mapped by every peer (zero-copy runs if every rank's are).
+void logMapped(Collective collective, size_t bytes, DataType type, const MappedCall& mapped,
+               const LaunchShape& shape, const Choice& scratch) {
+  MSCCLPP_INFO(kTuning, "%s %zu bytes %s: zero-copy (mapped, %s), %d blocks x %d threads; else %s (%s)",
+               collectiveName(collective), bytes, dataTypeName(type),
+               mapped.send.ready && mapped.recv.ready ? "ready" : "not ready", shape.blocks, shape.threads,
+               scratch.algorithm->name, scratch.source);
+}
+
 }  // namespace
 
 Status runAllReduce(const Transports& transports, const AlgorithmSelector& selector,
-                    const AllReduceArgs& args, const DirectBuffers* direct, cudaStream_t stream,
-                    uint64_t* published) {
+                    const AllReduceArgs& args, const DirectBuffers* direct, const MappedCall* mapped,
+                    cudaStream_t stream, uint64_t* published) {
   *published = 0;
   const size_t bytes = args.count * dataTypeSize(args.type);
+  if (mapped) {
+    const LaunchShape shape = selector.directShape(bytes);
+    const Choice scratch = selector.choose(Collective::kAllReduce, dataTypeSize(args.type), bytes);
+    logMapped(Collective::kAllReduce, bytes, args.type, *mapped, shape, scratch);
+    AllReduceArgs call = args;
+    call.ticket = decisionTicket(args.ticket);
+    MSCCLPP_TRY(launchAllReduceMapped(transports.direct, call, *mapped, shape, stream));
+    call.skipWhen = transports.direct.decision;
+    return launchAllReduceTwoShotChunked(transports.lanes, call, scratch.shape, stream);
+  }
   // Zero-copy reads peers' inputs raw: PreMulSum's per-rank scalars would have to travel too.
   const bool registered = direct != nullptr && !args.op.scaling.preMultiply;
   Choice choice = selector.choose(Collective::kAllReduce, dataTypeSize(args.type), bytes, registered);
@@ -269,8 +318,18 @@ Status runAllReduce(const Transports& transports, const AlgorithmSelector& selec
 }
 
 Status runExchange(const Transports& transports, const AlgorithmSelector& selector, const ExchangeArgs& args,
-                   cudaStream_t stream, uint64_t* published) {
+                   const MappedCall* mapped, cudaStream_t stream, uint64_t* published) {
   *published = 0;
+  if (mapped) {
+    const LaunchShape shape = selector.directShape(args.rangeBytes * transports.direct.nranks);
+    const Choice scratch = selector.choose(args.collective, dataTypeSize(args.type), args.rangeBytes);
+    logMapped(args.collective, args.rangeBytes, args.type, *mapped, shape, scratch);
+    ExchangeArgs call = args;
+    call.ticket = decisionTicket(args.ticket);
+    MSCCLPP_TRY(launchExchangeMapped(transports.direct, call, *mapped, shape, stream));
+    call.skipWhen = transports.direct.decision;
+    return launchExchangeChunked(transports.lanes, call, scratch.shape, stream);
+  }
   Choice choice = selector.choose(args.collective, dataTypeSize(args.type), args.rangeBytes);
   logChoice(args.collective, args.rangeBytes, args.type, choice);
   if (choice.algorithm->id == AlgorithmId::kExchangeChunked)

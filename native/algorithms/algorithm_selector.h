@@ -37,12 +37,20 @@ class AlgorithmSelector {
   void setLaneSlotBytes(size_t slotBytes) { laneSlotBytes_ = slotBytes; }
   // Whether small grids may start while the stream's previous kernel runs (kernel_launch.h).
   void setEarlyLaunch(bool allowed) { earlyLaunch_ = allowed; }
+  // Whether the communicator shares users' allocations with the peers (transport/mapped_allocations.h).
+  void setMapsBuffers(bool enabled) { mapsBuffers_ = enabled; }
   // A hash of everything that can override the built-in rules here (the same on all ranks or none).
   uint64_t fingerprint() const { return fingerprint_; }
   void dropOverrides();
 
   // `registered`: the call's buffers lie in windows that every rank mapped (zero-copy is possible).
   Choice choose(Collective collective, size_t elementBytes, size_t bytes, bool registered = false) const;
+  // Whether a call outside windows goes through a mapped zero-copy kernel (with the chunked kernel after
+  // it for calls where some rank's buffers are not mapped yet): an all-reduce of `bytes`, or an exchange
+  // of `bytes` per range. The same on every rank.
+  bool mapsBuffers(Collective collective, size_t elementBytes, size_t bytes, bool preMultiply) const;
+  // The grid of a zero-copy kernel that moves `bytes` in all.
+  LaunchShape directShape(size_t bytes) const;
   // The largest grid of a packet kernel (p2p included).
   int maxBlocks() const { return std::min(residentBlocks_, kMaxPacketBlocks); }
   // Lanes per pair of ranks: the largest grid of a chunked kernel.
@@ -68,6 +76,7 @@ class AlgorithmSelector {
   int nranks_ = 1;
   int residentBlocks_ = 1;
   bool earlyLaunch_ = false;
+  bool mapsBuffers_ = false;
   size_t slotPackets_ = 1;
   size_t laneSlotBytes_ = 0;
   std::array<Forced, kNumCollectives> forced_{};
@@ -90,13 +99,15 @@ struct DirectBuffers {
   PeerBuffers recv;
 };
 
-// `direct`: null unless both buffers lie in mapped windows. `*published` is set to args.ticket when the
+// `direct`: null unless both buffers lie in mapped windows. `mapped`: this rank's description of its
+// buffers where selector.mapsBuffers() (else null). `*published` is set to args.ticket when the
 // launched kernel publishes it at its end (packet kernels do), else to 0.
 Status runAllReduce(const Transports& transports, const AlgorithmSelector& selector,
-                    const AllReduceArgs& args, const DirectBuffers* direct, cudaStream_t stream,
-                    uint64_t* published);
+                    const AllReduceArgs& args, const DirectBuffers* direct, const MappedCall* mapped,
+                    cudaStream_t stream, uint64_t* published);
+// `mapped`: as for runAllReduce.
 Status runExchange(const Transports& transports, const AlgorithmSelector& selector, const ExchangeArgs& args,
-                   cudaStream_t stream, uint64_t* published);
+                   const MappedCall* mapped, cudaStream_t stream, uint64_t* published);
 // One pass of a group's sends and receives: small transfers in the packet kernel, large ones over lanes
 // in a second kernel (each classified by its size alone, so both ends put it in the same kernel).
 Status runSendRecv(const Transports& transports, const AlgorithmSelector& selector,

@@ -20,6 +20,9 @@ struct AllReduceArgs {
   DataType type;
   ReduceOp op;
   uint64_t ticket = 0;  // nonzero: packet kernels publish it when done (native/device/step_sequence.cuh)
+  // Set: the chunked kernel does nothing when it holds `ticket` (the mapped zero-copy kernel queued just
+  // before it did the work).
+  const uint64_t* skipWhen = nullptr;
 };
 
 // How a kernel is launched: its grid, and how many bytes each block moves per peer in one step (at
@@ -52,5 +55,12 @@ Status launchAllReduceTwoShotChunked(const LaneComm& comm, const AllReduceArgs& 
 // Not for PreMulSum (each rank's scalar is its own). For large messages.
 Status launchAllReduceZeroCopy(const ZeroCopyComm& comm, const AllReduceArgs& args, const PeerBuffers& send,
                                const PeerBuffers& recv, LaunchShape shape, cudaStream_t stream);
+
+// Zero-copy for buffers anywhere: every rank posts where its peers find its buffers (`mine`) and, where
+// every rank's are mapped by every peer, all go zero-copy as above. Else none does, and the two-shot
+// chunked kernel launched right after it with `skipWhen` = comm.decision does the work. Every rank
+// launches both, so the ranks never disagree on the kernels.
+Status launchAllReduceMapped(const ZeroCopyComm& comm, const AllReduceArgs& args, const MappedCall& mine,
+                             LaunchShape shape, cudaStream_t stream);
 
 }  // namespace mscclpp_nccl

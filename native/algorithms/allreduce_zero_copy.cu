@@ -2,9 +2,9 @@
 #include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/lane_kernel.cuh"
 #include "native/algorithms/packet_kernel.cuh"
+#include "native/algorithms/zero_copy_kernel.cuh"
 #include "native/common/logging.h"
 #include "native/device/dependent_launch.cuh"
-#include "native/device/peer_barrier.cuh"
 
 namespace mscclpp_nccl {
 namespace {
@@ -14,59 +14,133 @@ namespace {
 // rank's input directly, reduces it in rank order and stores the result into every rank's output: each
 // rank reads and writes the message once, against five times through lane scratch. In place works:
 // only segment r's owner touches segment r, and it reads every unit before writing it.
+struct DirectPart {
+  const char* inputs[kMaxZeroCopyRanks];  // every rank's input, at this block's part
+  char* outputs[kMaxZeroCopyRanks];       // every rank's output, likewise
+  int inputAlignment[kMaxZeroCopyRanks];
+  int outputAlignment[kMaxZeroCopyRanks];
+  size_t start;   // the part's first byte in the message
+  size_t length;  // its bytes (0: this block has nothing)
+};
+
+__device__ __forceinline__ void locatePart(DirectPart& part, int me, size_t bytes, size_t segmentBytes,
+                                           size_t blockBytes) {
+  part.start = me * segmentBytes + blockIdx.x * blockBytes;
+  const size_t end = min(bytes, min((me + 1) * segmentBytes, part.start + blockBytes));
+  part.length = part.start < end ? end - part.start : 0;
+}
+
+// Rank r's buffers of the call: `input` and `output` at the start of the message.
+__device__ __forceinline__ void setRankBuffers(DirectPart& part, int r, const char* input, char* output) {
+  part.inputs[r] = input + part.start;
+  part.outputs[r] = output + part.start;
+  part.inputAlignment[r] = unitAlignment(part.inputs[r]);
+  part.outputAlignment[r] = unitAlignment(part.outputs[r]);
+}
+
+// Once every rank has arrived: reduce the part from every rank's input, store it into every rank's
+// output, then wait until no peer touches this rank's buffers. False when a wait was abandoned.
+template <typename T, typename Op>
+__device__ __forceinline__ bool reduceIntoEveryRank(const ZeroCopyComm& comm, const AllReduceArgs& args,
+                                                    const DirectPart& part, uint64_t call,
+                                                    BoundedWait& wait) {
+  const int me = comm.rank, nranks = comm.nranks;
+  reduceUnits<T, Op, 8>(
+      (part.length + 15) / 16, nranks, args.op.scaling.postDivisor,
+      [&](int r, size_t i) { return loadUnit<T>(part.inputs[r], i, part.length, part.inputAlignment[r]); },
+      [&](size_t i, Unit unit) {
+        for (int k = 0; k < nranks; ++k) {
+          const int r = (me + k) % nranks;  // own output first, then the peers in turn
+          storeUnit<T>(part.outputs[r], i, part.length, part.outputAlignment[r], unit);
+        }
+      });
+  return finishZeroCopyCall(comm, call, wait);
+}
+
+// Buffers in windows: rank r's are its window base plus the offset every rank shares.
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kZeroCopyThreads)
     allReduceZeroCopyKernel(ZeroCopyComm comm, AllReduceArgs args, PeerBuffers send, PeerBuffers recv,
                             size_t segmentBytes, size_t blockBytes) {
   enterKernel();
-  __shared__ const char* inputs[kMaxZeroCopyRanks];
-  __shared__ char* outputs[kMaxZeroCopyRanks];
-  __shared__ int inputAlignment[kMaxZeroCopyRanks];
-  __shared__ int outputAlignment[kMaxZeroCopyRanks];
+  __shared__ DirectPart part;
   const int me = comm.rank, nranks = comm.nranks;
-  const size_t bytes = args.count * sizeof(T);
-  const size_t start = me * segmentBytes + blockIdx.x * blockBytes;
-  const size_t end = min(bytes, min((me + 1) * segmentBytes, start + blockBytes));
-  const size_t length = start < end ? end - start : 0;
-  for (int r = threadIdx.x; r < nranks; r += blockDim.x) {
-    inputs[r] = send.bases[r] + send.offset + start;
-    outputs[r] = recv.bases[r] + recv.offset + start;
-    inputAlignment[r] = unitAlignment(inputs[r]);
-    outputAlignment[r] = unitAlignment(outputs[r]);
-  }
+  if (threadIdx.x == 0) locatePart(part, me, args.count * sizeof(T), segmentBytes, blockBytes);
+  __syncthreads();
+  for (int r = threadIdx.x; r < nranks; r += blockDim.x)
+    setRankBuffers(part, r, send.bases[r] + send.offset, recv.bases[r] + recv.offset);
   BoundedWait wait(comm.wait);
   const uint64_t call = comm.calls[blockIdx.x] + 1;
-  const size_t finished = static_cast<size_t>(kMaxZeroCopyBlocks) * nranks;
   if (!peerBarrier(comm.localFlags, comm.peerFlags, 0, me, nranks, call, wait)) return;
+  if (!reduceIntoEveryRank<T, Op>(comm, args, part, call, wait)) return;
+  endZeroCopyCall(comm, call, false, true, 0);
+}
 
-  reduceUnits<T, Op, 8>((length + 15) / 16, nranks, args.op.scaling.postDivisor,
-                        [&](int r, size_t i) { return loadUnit<T>(inputs[r], i, length, inputAlignment[r]); },
-                        [&](size_t i, Unit unit) {
-                          for (int k = 0; k < nranks; ++k) {
-                            const int r = (me + k) % nranks;  // own output first, then the peers in turn
-                            storeUnit<T>(outputs[r], i, length, outputAlignment[r], unit);
-                          }
-                        });
+// Any buffers: where every rank's are mapped by every peer (zero_copy_kernel.cuh), as above.
+template <typename T, typename Op>
+__global__ void __launch_bounds__(kZeroCopyThreads)
+    allReduceMappedKernel(ZeroCopyComm comm, AllReduceArgs args, MappedCall mine, size_t segmentBytes,
+                          size_t blockBytes) {
+  enterKernel();
+  __shared__ DirectPart part;
+  const int me = comm.rank;
+  if (threadIdx.x == 0) locatePart(part, me, args.count * sizeof(T), segmentBytes, blockBytes);
+  BoundedWait wait(comm.wait);
+  const uint64_t call = comm.calls[blockIdx.x] + 1;
+  const MappedAgreement agreed =
+      agreeOnMappedCall(comm, mine, call, wait, [&](int r, const MappedCall& theirs) {
+        if (r == me)
+          setRankBuffers(part, r, static_cast<const char*>(args.send), static_cast<char*>(args.recv));
+        else
+          setRankBuffers(part, r, mappedBuffer(comm, r, theirs.send), mappedBuffer(comm, r, theirs.recv));
+      });
+  if (agreed == MappedAgreement::kAbandoned) return;
+  const bool zeroCopy = agreed == MappedAgreement::kZeroCopy;
+  if (zeroCopy && !reduceIntoEveryRank<T, Op>(comm, args, part, call, wait)) return;
+  endZeroCopyCall(comm, call, true, zeroCopy, args.ticket);
+}
 
-  if (!peerBarrier(comm.localFlags, comm.peerFlags, finished, me, nranks, call, wait)) return;
-  if (threadIdx.x == 0) comm.calls[blockIdx.x] = call;
+template <typename Kernel, typename... Buffers>
+Status launchDirect(Kernel kernel, const ZeroCopyComm& comm, const AllReduceArgs& args, size_t elementBytes,
+                    LaunchShape shape, cudaStream_t stream, const Buffers&... buffers) {
+  const size_t segmentBytes =
+      divCeil(divCeil(args.count * elementBytes, comm.nranks), kLaneAlignment) * kLaneAlignment;
+  const size_t blockBytes = divCeil(divCeil(segmentBytes, shape.blocks), kLaneAlignment) * kLaneAlignment;
+  return launched(launchKernel(kernel, shape.blocks, shape.threads, shape.earlyLaunch, stream, comm, args,
+                               buffers..., segmentBytes, blockBytes),
+                  "all-reduce (zero-copy)");
+}
+
+Status checkDirect(const ZeroCopyComm& comm, const AllReduceArgs& args, LaunchShape shape) {
+  if (args.op.scaling.preMultiply || comm.nranks > kMaxZeroCopyRanks || shape.blocks > kMaxZeroCopyBlocks)
+    return fail(Status::kInternalError, "all-reduce (zero-copy) given a call it does not serve");
+  return Status::kSuccess;
 }
 
 }  // namespace
 
 Status launchAllReduceZeroCopy(const ZeroCopyComm& comm, const AllReduceArgs& args, const PeerBuffers& send,
                                const PeerBuffers& recv, LaunchShape shape, cudaStream_t stream) {
-  if (args.op.scaling.preMultiply || comm.nranks > kMaxZeroCopyRanks || shape.blocks > kMaxZeroCopyBlocks)
-    return fail(Status::kInternalError, "all-reduce (zero-copy) given a call it does not serve");
-  const size_t segmentBytes =
-      divCeil(divCeil(args.count * dataTypeSize(args.type), comm.nranks), kLaneAlignment) * kLaneAlignment;
-  const size_t blockBytes = divCeil(divCeil(segmentBytes, shape.blocks), kLaneAlignment) * kLaneAlignment;
+  MSCCLPP_TRY(checkDirect(comm, args, shape));
   auto launch = [&](auto type, auto op) {
-    return launchKernel(allReduceZeroCopyKernel<Tagged<decltype(type)>, Tagged<decltype(op)>>, shape.blocks,
-                        shape.threads, shape.earlyLaunch, stream, comm, args, send, recv, segmentBytes,
-                        blockBytes);
+    using T = Tagged<decltype(type)>;
+    return launchDirect(allReduceZeroCopyKernel<T, Tagged<decltype(op)>>, comm, args, sizeof(T), shape,
+                        stream, send, recv);
   };
-  return launched(dispatchReduce(args.type, args.op.op, launch), "all-reduce (zero-copy)");
+  return dispatchReduce(args.type, args.op.op, launch);
+}
+
+Status launchAllReduceMapped(const ZeroCopyComm& comm, const AllReduceArgs& args, const MappedCall& mine,
+                             LaunchShape shape, cudaStream_t stream) {
+  MSCCLPP_TRY(checkDirect(comm, args, shape));
+  if (!comm.mappedTable || !comm.decision || args.ticket == 0)
+    return fail(Status::kInternalError, "all-reduce (mapped zero-copy) without its tables");
+  auto launch = [&](auto type, auto op) {
+    using T = Tagged<decltype(type)>;
+    return launchDirect(allReduceMappedKernel<T, Tagged<decltype(op)>>, comm, args, sizeof(T), shape, stream,
+                        mine);
+  };
+  return dispatchReduce(args.type, args.op.op, launch);
 }
 
 }  // namespace mscclpp_nccl

@@ -37,6 +37,9 @@ struct ExchangeArgs {
   ReduceOp op;
   uint64_t ticket = 0;  // nonzero: the packet kernel publishes it when done (native/device/step_sequence.cuh)
   Collective collective = Collective::kAllGather;  // names the kernel (collective_names.cuh)
+  // Set: the chunked kernel does nothing when it holds `ticket` (the mapped zero-copy kernel queued just
+  // before it did the work).
+  const uint64_t* skipWhen = nullptr;
 };
 
 Status launchExchange(const PacketComm& comm, const ExchangeArgs& args, LaunchShape shape,
@@ -45,5 +48,12 @@ Status launchExchange(const PacketComm& comm, const ExchangeArgs& args, LaunchSh
 // The same exchange over lanes (plain chunks and semaphores): for large ranges.
 Status launchExchangeChunked(const LaneComm& comm, const ExchangeArgs& args, LaunchShape shape,
                              cudaStream_t stream);
+
+// The same exchange with no scratch, on buffers anywhere (transport/mapped_allocations.h): where every
+// rank's are mapped by every peer, each rank pulls what its peers send it straight from their sources;
+// else none does, and the chunked exchange launched right after it with `skipWhen` = comm.decision
+// does the work. Not for PreMulSum.
+Status launchExchangeMapped(const ZeroCopyComm& comm, const ExchangeArgs& args, const MappedCall& mine,
+                            LaunchShape shape, cudaStream_t stream);
 
 }  // namespace mscclpp_nccl

@@ -18,6 +18,7 @@ template <typename Name, typename T, typename Op, bool kReduce>
 __global__ void __launch_bounds__(kLaneThreads)
     exchangeChunkedKernel(LaneComm comm, ExchangeArgs args, size_t chunkBytes, int rounds) {
   enterKernel();
+  if (args.skipWhen && *static_cast<const volatile uint64_t*>(args.skipWhen) == args.ticket) return;
   __shared__ LaneSlots slots;
   LaneBlock lane(comm, slots);
   const int me = comm.rank;

@@ -6,6 +6,8 @@
 // memory, so the barriers stay in step across kernels, grids and graph replays.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -18,18 +20,49 @@ constexpr int kZeroCopyThreads = 512;
 // Largest communicator (kernels keep every rank's buffer pointers in shared memory).
 constexpr int kMaxZeroCopyRanks = 64;
 
+// Allocations of each rank that its peers keep mapped (transport/mapped_allocations.h).
+constexpr int kMaxMappedAllocations = 256;
+
+// How a rank's peers find one of its buffers: allocation `index` in their table of its allocations,
+// plus `offset`. `ready`: every peer has mapped that allocation.
+struct MappedBuffer {
+  uint64_t offset;
+  uint32_t index;
+  uint32_t ready;
+};
+
+// What a rank posts to its peers for a mapped zero-copy call.
+struct MappedCall {
+  MappedBuffer send;
+  MappedBuffer recv;
+};
+
 struct ZeroCopyComm {
   int rank;
   int nranks;
-  uint64_t* localFlags;        // arrived[block][sender], then finished[block][sender]
+  uint64_t* localFlags;  // arrived[block][sender], finished[block][sender], then MappedCall[block][sender]
   uint64_t* const* peerFlags;  // device array: every rank's flags as mapped here (own entry too)
   uint64_t* calls;             // [block]: calls this block index has run
+  char* const* mappedTable;    // [rank][kMaxMappedAllocations]: peers' allocations mapped here (or null)
+  uint64_t* decision;          // the ticket of the last call that went zero-copy on mapped buffers, else 0
   WaitControl wait;
 };
 
-// Barrier flags each rank holds.
+// Barrier flags and the mapped calls' descriptions each rank holds.
 inline size_t zeroCopyFlagBytes(int nranks) {
-  return 2ull * kMaxZeroCopyBlocks * static_cast<size_t>(nranks) * sizeof(uint64_t);
+  const size_t slots = static_cast<size_t>(kMaxZeroCopyBlocks) * nranks;
+  return 2 * slots * sizeof(uint64_t) + slots * sizeof(MappedCall);
+}
+
+// Where the "finished" barrier's flags start, in words of a rank's flags.
+__host__ __device__ inline size_t zeroCopyFinishedAt(int nranks) {
+  return static_cast<size_t>(kMaxZeroCopyBlocks) * nranks;
+}
+
+// `sender`'s description for `block`, in the flags `flags` of some rank.
+__host__ __device__ inline MappedCall* mappedCallSlot(uint64_t* flags, int nranks, int block, int sender) {
+  return reinterpret_cast<MappedCall*>(flags + 2 * zeroCopyFinishedAt(nranks)) +
+         static_cast<size_t>(block) * nranks + sender;
 }
 
 // A buffer of one call on every rank: rank r's is bases[r] + offset (a symmetric window's promise).

@@ -421,6 +421,7 @@ class TcpBootstrap final : public Bootstrap {
   Status barrier() override;
   Status send(int peer, int tag, const void* data, size_t bytes) override;
   Status recv(int peer, int tag, void* data, size_t bytes) override;
+  Status recvAny(int tag, double seconds, int* peer, std::vector<char>* message) override;
   void abort() override;
   bool aborted() const override { return aborted_.load(); }
   Status watchPeers(PeerLostHandler onLost) override;
@@ -596,6 +597,32 @@ Status TcpBootstrap::send(int peer, int tag, const void* data, size_t bytes) {
 Status TcpBootstrap::recv(int peer, int tag, void* data, size_t bytes) {
   MSCCLPP_TRY(checkArgs("recv", peer, tag, data, bytes));
   return recvFrame(peer, tag, data, bytes);
+}
+
+Status TcpBootstrap::recvAny(int tag, double seconds, int* peer, std::vector<char>* message) {
+  if (tag <= kReservedTagMax)
+    return fail(Status::kInvalidArgument, "bootstrap recvAny: tag %d is reserved for internal use", tag);
+  const Deadline deadline = deadlineAfter(seconds);
+  std::unique_lock<std::mutex> lock(mailMu_);
+  for (;;) {
+    if (aborted_.load()) return abortedError();
+    for (int from = 0; from < nranks_; ++from) {
+      auto it = mailbox_.find({from, tag});
+      if (it == mailbox_.end() || it->second.empty()) continue;
+      *peer = from;
+      *message = std::move(it->second.front());
+      it->second.pop_front();
+      if (it->second.empty()) mailbox_.erase(it);
+      const bool wasFull = queuedBytes_[from] >= kMaxQueuedBytes;
+      queuedBytes_[from] -= message->size();
+      if (wasFull && queuedBytes_[from] < kMaxQueuedBytes) wakeReceiver();
+      return Status::kSuccess;
+    }
+    if (receiverFailed_)
+      return fail(Status::kSystemError, "bootstrap: rank %d: the receiver thread failed", rank_);
+    if (Clock::now() >= deadline) return Status::kTimeout;
+    mailCv_.wait_until(lock, deadline);
+  }
 }
 
 Status TcpBootstrap::allGather(void* data, size_t bytesPerRank) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "native/common/status.h"
 
@@ -59,6 +60,9 @@ class Bootstrap {
   // Point-to-point messages, matched by (peer, tag) in order of sending.
   virtual Status send(int peer, int tag, const void* data, size_t bytes) = 0;
   virtual Status recv(int peer, int tag, void* data, size_t bytes) = 0;
+  // The next message with `tag` from any peer, whatever its size, waiting at most `seconds`: kTimeout
+  // when none came. For a helper thread that serves the peers' requests as they arrive.
+  virtual Status recvAny(int tag, double seconds, int* peer, std::vector<char>* message) = 0;
   // Makes every blocked and future call return Status::kRemoteError promptly (ncclCommAbort). Peers
   // get no goodbye: they see this rank as lost.
   virtual void abort() = 0;

@@ -14,11 +14,25 @@ void AllocationRegistry::retire(uint64_t bufferId, std::vector<RegistryEvent>* e
   byId_.erase(it);
 }
 
-uint16_t AllocationRegistry::use(const AllocationKey& key, uint64_t call,
+std::unordered_map<uint64_t, AllocationRegistry::Entry>::const_iterator
+AllocationRegistry::leastRecentlyUsed() const {
+  auto oldest = byId_.end();
+  for (auto it = byId_.begin(); it != byId_.end(); ++it)
+    if (!it->second.pinned && (oldest == byId_.end() || it->second.lastCall < oldest->second.lastCall))
+      oldest = it;
+  return oldest;
+}
+
+bool AllocationRegistry::wouldEvict(const AllocationKey& key) const {
+  return byId_.count(key.bufferId) == 0 && byId_.size() >= capacity_;
+}
+
+uint16_t AllocationRegistry::use(const AllocationKey& key, uint64_t call, bool pin,
                                  std::vector<RegistryEvent>* events) {
   auto found = byId_.find(key.bufferId);
   if (found != byId_.end()) {
     found->second.lastCall = call;
+    found->second.pinned = found->second.pinned || pin;
     return found->second.index;
   }
   // Registered allocations whose range meets this one's were freed (CUDA handed their memory out again).
@@ -32,9 +46,8 @@ uint16_t AllocationRegistry::use(const AllocationKey& key, uint64_t call,
   }
   for (uint64_t id : stale) retire(id, events);
   if (byId_.size() >= capacity_) {
-    auto oldest = std::min_element(byId_.begin(), byId_.end(), [](const auto& a, const auto& b) {
-      return a.second.lastCall < b.second.lastCall;
-    });
+    auto oldest = leastRecentlyUsed();
+    if (oldest == byId_.end()) return kNoIndex;
     retire(oldest->first, events);
   }
   uint16_t index;
@@ -48,7 +61,7 @@ uint16_t AllocationRegistry::use(const AllocationKey& key, uint64_t call,
     index = static_cast<uint16_t>(generations_.size());
     generations_.push_back(0);
   }
-  byId_[key.bufferId] = Entry{key, index, generations_[index], call};
+  byId_[key.bufferId] = Entry{key, index, generations_[index], call, pin};
   byBase_[key.base] = key.bufferId;
   events->push_back({RegistryEvent::Kind::kExport, index, generations_[index], key});
   return index;

@@ -1,7 +1,7 @@
 // The allocations of one rank that its peers may map, for zero-copy without windows (issue 13; design:
 // native/transport/DESIGN-zero-copy.md). Pure bookkeeping, CUDA-free: the caller looks up an
 // allocation's identity (CU_POINTER_ATTRIBUTE_BUFFER_ID and its range) and carries out the events, which
-// say what to announce to the peers. Not wired into communicators yet.
+// say what to announce to the peers (transport/mapped_allocations.h).
 //
 // An allocation gets a small index, which kernels use to find the peers' mappings of it. Identity is the
 // buffer id, which CUDA never reuses in a process, so an address that was freed and allocated again is a
@@ -32,12 +32,20 @@ struct RegistryEvent {
 
 class AllocationRegistry {
  public:
+  // What use() returns when the registry is full of pinned allocations.
+  static constexpr uint16_t kNoIndex = 0xffff;
+
   explicit AllocationRegistry(uint16_t capacity) : capacity_(capacity) {}
 
   // The index of `key`'s allocation, used by call number `call`. A new allocation is exported; one whose
   // range overlaps allocations registered before retires them (they were freed); at capacity, the least
-  // recently used is retired first. What the peers must learn is appended to `events`, in order.
-  uint16_t use(const AllocationKey& key, uint64_t call, std::vector<RegistryEvent>* events);
+  // recently used allocation that is not pinned is retired first (kNoIndex: all are pinned, nothing
+  // changes). `pin`: never retire it for room (a CUDA graph may hold its index for as long as it lives).
+  // What the peers must learn is appended to `events`, in order.
+  uint16_t use(const AllocationKey& key, uint64_t call, bool pin, std::vector<RegistryEvent>* events);
+  // Whether use(key) would retire a live allocation for room (callers make sure no queued work still
+  // reaches it through the peers' mappings first).
+  bool wouldEvict(const AllocationKey& key) const;
 
   // The index and generation of a registered allocation.
   bool find(uint64_t bufferId, uint16_t* index, uint32_t* generation) const;
@@ -49,7 +57,10 @@ class AllocationRegistry {
     uint16_t index;
     uint32_t generation;
     uint64_t lastCall;
+    bool pinned;
   };
+  // The least recently used allocation that is not pinned (byId_.end(): none).
+  std::unordered_map<uint64_t, Entry>::const_iterator leastRecentlyUsed() const;
   void retire(uint64_t bufferId, std::vector<RegistryEvent>* events);
 
   uint16_t capacity_;

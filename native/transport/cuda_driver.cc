@@ -58,6 +58,7 @@ const LoadedDriver& loaded() {
     MSCCLPP_RESOLVE(cuDeviceGetAttribute, 2000);
     MSCCLPP_RESOLVE(cuCtxGetDevice, 2000);
     MSCCLPP_RESOLVE(cuPointerGetAttribute, 4000);
+    MSCCLPP_RESOLVE(cuPointerGetAttributes, 7000);
     MSCCLPP_RESOLVE(cuMemGetAddressRange, 3020);
     MSCCLPP_RESOLVE(cuMemCreate, 10020);
     MSCCLPP_RESOLVE(cuMemRelease, 10020);

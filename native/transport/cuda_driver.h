@@ -21,6 +21,7 @@ struct CudaDriver {
   PFN_cuDeviceGetAttribute_v2000 cuDeviceGetAttribute;
   PFN_cuCtxGetDevice_v2000 cuCtxGetDevice;
   PFN_cuPointerGetAttribute_v4000 cuPointerGetAttribute;
+  PFN_cuPointerGetAttributes_v7000 cuPointerGetAttributes;
   // cuda.h #defines cuMemGetAddressRange to cuMemGetAddressRange_v2; the member is renamed the same way
   // everywhere, so `driver->cuMemGetAddressRange(...)` reads as usual.
   PFN_cuMemGetAddressRange_v3020 cuMemGetAddressRange;

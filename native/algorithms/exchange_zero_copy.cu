@@ -1,0 +1,78 @@
+#include "native/algorithms/collective_names.cuh"
+#include "native/algorithms/exchange.h"
+#include "native/algorithms/kernel_launch.h"
+#include "native/algorithms/lane_kernel.cuh"
+#include "native/algorithms/packet_kernel.cuh"
+#include "native/algorithms/zero_copy_kernel.cuh"
+#include "native/common/logging.h"
+#include "native/device/dependent_launch.cuh"
+
+namespace mscclpp_nccl {
+namespace {
+
+// The exchange of exchange_chunked.cu with no scratch: each rank pulls what every peer sends it, range
+// `me` of the peer's source, straight into its destination (or reduces every rank's range `me` into
+// its own range), so each byte is read once and written once. Block b takes bytes
+// [b * blockBytes, (b + 1) * blockBytes) of every range. Peers only read sources and each rank only
+// writes its own destination, so in-place calls are safe wherever a rank's destination ranges are not
+// ranges its peers read from its source (alltoall in place is kept on scratch by the caller).
+template <typename Name, typename T, typename Op, bool kReduce>
+__global__ void __launch_bounds__(kZeroCopyThreads)
+    exchangeMappedKernel(ZeroCopyComm comm, ExchangeArgs args, MappedCall mine, size_t blockBytes) {
+  enterKernel();
+  __shared__ const char* sources[kMaxZeroCopyRanks];  // rank r's range `me` of its source
+  const int me = comm.rank, nranks = comm.nranks;
+  BoundedWait wait(comm.wait);
+  const uint64_t call = comm.calls[blockIdx.x] + 1;
+  const MappedAgreement agreed =
+      agreeOnMappedCall(comm, mine, call, wait, [&](int r, const MappedCall& theirs) {
+        const char* source =
+            r == me ? static_cast<const char*>(args.src) : mappedBuffer(comm, r, theirs.send);
+        sources[r] = source + me * args.srcStride;
+      });
+  if (agreed == MappedAgreement::kAbandoned) return;
+  const bool zeroCopy = agreed == MappedAgreement::kZeroCopy;
+  if (zeroCopy) {
+    const size_t first = blockIdx.x * blockBytes;
+    const size_t n = first < args.rangeBytes ? min(blockBytes, args.rangeBytes - first) : 0;
+    char* dst = static_cast<char*>(args.dst);
+    auto receivesFrom = [&](int r) { return peerSetHas(args.recvFrom, r, args.root); };
+    if (kReduce && args.recvFrom == PeerSet::kAll) {
+      const ChunkRef out = userChunk(dst + me * args.dstStride + first, n);
+      reduceUnits<T, Op, 8>(
+          (n + 15) / 16, nranks, args.op.scaling.postDivisor,
+          [&](int r, size_t i) {
+            return loadUnit<T>(sources[r] + first, i, n, unitAlignment(sources[r] + first));
+          },
+          [&](size_t i, Unit unit) { storeUnit<T>(out.base, i, out.bytes, out.alignment, unit); });
+    } else if (!kReduce) {
+      for (int k = 0; k < nranks; ++k) {
+        const int r = (me + k) % nranks;  // own range first, then the peers in turn
+        if (!receivesFrom(r) || (r == me && !peerSetHas(args.sendTo, me, args.root))) continue;
+        copyChunk<T>(userChunk(dst + r * args.dstStride + first, n), userChunk(sources[r] + first, n), n,
+                     false, typename ElementTraits<T>::Acc(1));
+      }
+    }
+    if (!finishZeroCopyCall(comm, call, wait)) return;
+  }
+  endZeroCopyCall(comm, call, true, zeroCopy, args.ticket);
+}
+
+}  // namespace
+
+Status launchExchangeMapped(const ZeroCopyComm& comm, const ExchangeArgs& args, const MappedCall& mine,
+                            LaunchShape shape, cudaStream_t stream) {
+  if ((args.reduce && args.op.scaling.preMultiply) || comm.nranks > kMaxZeroCopyRanks ||
+      shape.blocks > kMaxZeroCopyBlocks || !comm.mappedTable || !comm.decision || args.ticket == 0)
+    return fail(Status::kInternalError, "zero-copy exchange given a call it does not serve");
+  const size_t blockBytes = divCeil(divCeil(args.rangeBytes, shape.blocks), kLaneAlignment) * kLaneAlignment;
+  auto launch = [&](auto name, auto reduce, auto type, auto op) {
+    return launchKernel(exchangeMappedKernel<Tagged<decltype(name)>, Tagged<decltype(type)>,
+                                             Tagged<decltype(op)>, decltype(reduce)::value>,
+                        shape.blocks, shape.threads, shape.earlyLaunch, stream, comm, args, mine, blockBytes);
+  };
+  return launched(dispatchExchange(args.collective, args.reduce, args.type, args.op.op, launch),
+                  "zero-copy exchange");
+}
+
+}  // namespace mscclpp_nccl

@@ -1,0 +1,43 @@
+"""Zero-copy without windows (issue 13): large all-reduces on ordinary device memory go zero-copy once
+every peer has mapped the allocations, and stay exact through reuse, reallocation at the same address,
+graph replays, memory that cannot be shared and more allocations than are kept. N ranks share the GPU
+under MPS; the scenarios live in tests/gpu/zero_copy_worker.py, each rank checking its own results.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from multirank import ROOT, assert_all_passed, run_ranks
+
+WORKER = ROOT / "tests" / "gpu" / "zero_copy_worker.py"
+SCENARIOS = ["recurring", "realloc", "graph", "unshareable", "many", "exchanges"]
+LOG = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "TUNING"}
+
+
+def mapped_calls(output: str) -> tuple[int, int]:
+    """(ready, not ready) counts over every rank's log of all-reduces that took the mapped path."""
+    ready = len(re.findall(r"zero-copy \(mapped, ready\)", output))
+    waiting = len(re.findall(r"zero-copy \(mapped, not ready\)", output))
+    return ready, waiting
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nranks", [2, 4, 8])
+def test_zero_copy_without_windows(nranks: int) -> None:
+    output = run_ranks(nranks, WORKER, *SCENARIOS, env=LOG)
+    assert_all_passed(output, SCENARIOS, nranks)
+    ready, waiting = mapped_calls(output)
+    # recurring (14 calls), realloc (15), graph (2 captured, waiting for the peers, + 4 eager), many (600),
+    # exchanges (42): most of recurring, realloc, graph and exchanges find every peer's mapping in place.
+    assert ready >= 40 * nranks, f"only {ready} mapped calls were ready ({waiting} not)\n{output[-3000:]}"
+    assert waiting > 0, "every call was ready: the first use of an allocation cannot be"
+
+
+@pytest.mark.gpu
+def test_zero_copy_disabled() -> None:
+    env = {**LOG, "MSCCLPP_NCCL_ZERO_COPY": "0"}
+    output = run_ranks(2, WORKER, "recurring", "graph", env=env)
+    assert_all_passed(output, ["recurring", "graph"], 2)
+    assert mapped_calls(output) == (0, 0), "MSCCLPP_NCCL_ZERO_COPY=0 still took the mapped path"
