@@ -9,6 +9,8 @@
 //     "sendrecv-plan RANK BYTES" plans rank RANK's group of a send of BYTES to every other rank and a
 //     receive from each, as runSendRecv launches it: one line per non-empty kernel, "packet|chunked K"
 //     (K counts the kernels launched) and its transfers as "s|r PEER" words.
+//     "maps COLLECTIVE ELEMENT_BYTES BYTES PREMUL" answers "maps 1|0": whether a call outside windows
+//     takes the mapped zero-copy path (the communicator shares allocations, as by default).
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -81,6 +83,7 @@ int main(int argc, char** argv) {
   selector.setLaneSlotBytes(strtoull(argv[5], nullptr, 10));
   selector.setSlotPackets(strtoull(argv[6], nullptr, 10));
   selector.setEarlyLaunch(true);
+  selector.setMapsBuffers(true);
   const int nranks = atoi(argv[2]);
   for (std::string line; std::getline(std::cin, line);) {
     std::istringstream words(line);
@@ -108,6 +111,16 @@ int main(int argc, char** argv) {
     }
     size_t elementBytes = 0, bytes = 0;
     mscclpp_nccl::Collective collective;
+    if (line.rfind("maps ", 0) == 0) {
+      int preMultiply = 0;
+      words >> name >> name >> elementBytes >> bytes >> preMultiply;
+      if (!mscclpp_nccl::collectiveFromName(name, &collective)) {
+        printf("BAD QUERY %s\n", line.c_str());
+        continue;
+      }
+      printf("maps %d\n", selector.mapsBuffers(collective, elementBytes, bytes, preMultiply != 0) ? 1 : 0);
+      continue;
+    }
     if (!(words >> name >> elementBytes >> bytes) || !mscclpp_nccl::collectiveFromName(name, &collective)) {
       printf("BAD QUERY %s\n", line.c_str());
       continue;

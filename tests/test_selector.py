@@ -253,6 +253,37 @@ def test_zero_copy_only_for_windows(driver: Path, table: str) -> None:
         assert forced[1].algorithm != ZERO_COPY, forced
 
 
+def maps(driver: Path, comm: Comm, queries: list[str], table: str = NO_TABLE, algo: str = "") -> list[bool]:
+    """Whether each call ("collective elementBytes bytes premul") takes the mapped zero-copy path."""
+    env = driver_env()
+    env["MSCCLPP_NCCL_TUNING_FILE"] = table
+    if algo:
+        env["MSCCLPP_NCCL_ALGO"] = algo
+    text = "".join(f"maps {q}\n" for q in queries)
+    proc = subprocess.run([str(driver), *comm.args()], input=text, capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    rows = proc.stdout.split()
+    assert rows[0::2] == ["maps"] * len(queries), proc.stdout
+    return [flag == "1" for flag in rows[1::2]]
+
+
+@pytest.mark.parametrize("table", [NO_TABLE, str(SHIPPED)])
+def test_mapped_zero_copy_where_a_chunked_kernel_falls_back(driver: Path, table: str) -> None:
+    """Outside windows: all_reduce from 1 MB and exchanges from 2 MB ranges, wherever the scratch choice
+    is the chunked kernel that can stand down; never send/recv, PreMulSum or a forced algorithm."""
+    comm = COMMS[4]
+    queries = ["all_reduce 2 33554432 0", "all_gather 2 33554432 0", "broadcast 4 4194304 0"]
+    queries += ["reduce 4 2097152 0", "all_reduce 2 524288 0", "broadcast 4 2097151 0"]
+    queries += ["sendrecv 4 33554432 0", "all_reduce 2 33554432 1", "reduce_scatter 2 33554432 1"]
+    assert maps(driver, comm, queries, table) == [True] * 4 + [False] * 5
+    if table == NO_TABLE:  # built-in rules: chunked above 1 MB
+        assert maps(driver, comm, ["all_reduce 2 1048577 0", "all_reduce 2 1048576 0"]) == [True, False]
+    forced = maps(
+        driver, comm, ["all_reduce 2 33554432 0", "all_gather 2 33554432 0"], table, algo=CHUNKED[0]
+    )
+    assert forced == [False, True], "a forced all_reduce algorithm must be exactly what runs"
+
+
 def test_zero_copy_default_shape(driver: Path) -> None:
     """A block per 4 KiB of the segment each rank reduces, within the co-resident grid (so every size
     that goes zero-copy by rule gets the whole grid)."""

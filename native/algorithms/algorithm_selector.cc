@@ -243,7 +243,7 @@ bool AlgorithmSelector::mapsBuffers(Collective collective, size_t elementBytes, 
   const bool allReduce = collective == Collective::kAllReduce;
   // PreMulSum's per-rank scalars stay on scratch; a forced algorithm is what an experiment asked for.
   if (!mapsBuffers_ || preMultiply || collective == Collective::kSendRecv ||
-      (allReduce ? bytes : bytes * nranks_) < kZeroCopyMinBytes ||
+      bytes < (allReduce ? kZeroCopyMinBytes : kExchangeZeroCopyMinBytes) ||
       forced_[static_cast<int>(collective)].algorithm)
     return false;
   // The fallback must be a chunked kernel, the kind that can stand down when zero-copy did the work.
