@@ -138,6 +138,8 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
   // we do not know to wait before reading what ours wrote.
   selector_.setEarlyLaunch(computeMajor >= 9 && envInt("MSCCLPP_NCCL_EARLY_LAUNCH", 1) != 0 &&
                            role.policy == PathPolicy::kDecide);
+  census_ = std::make_unique<DeviceCensusEntry>(device_);
+  selector_.setCommunicatorsOnDevice(census_->count());
   MSCCLPP_TRY(
       PeerBuffer::create(*bootstrap_, topology_, packetScratchBytes(nranks_, slotPackets), &scratch_));
   if (laneSlotBytes > 0)

@@ -9,8 +9,11 @@
 //     "sendrecv-plan RANK BYTES" plans rank RANK's group of a send of BYTES to every other rank and a
 //     receive from each, as runSendRecv launches it: one line per non-empty kernel, "packet|chunked K"
 //     (K counts the kernels launched) and its transfers as "s|r PEER" words.
+//     "communicators N" counts N live communicators on the device from then on (answers
+//     "communicators 0 0 0 set 0", a row of the usual six fields).
 //     "maps COLLECTIVE ELEMENT_BYTES BYTES PREMUL" answers "maps 1|0": whether a call outside windows
 //     takes the mapped zero-copy path (the communicator shares allocations, as by default).
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -84,6 +87,8 @@ int main(int argc, char** argv) {
   selector.setSlotPackets(strtoull(argv[6], nullptr, 10));
   selector.setEarlyLaunch(true);
   selector.setMapsBuffers(true);
+  static std::atomic<int> communicators{1};
+  selector.setCommunicatorsOnDevice(&communicators);
   const int nranks = atoi(argv[2]);
   for (std::string line; std::getline(std::cin, line);) {
     std::istringstream words(line);
@@ -111,6 +116,13 @@ int main(int argc, char** argv) {
     }
     size_t elementBytes = 0, bytes = 0;
     mscclpp_nccl::Collective collective;
+    if (line.rfind("communicators ", 0) == 0) {
+      int count = 1;
+      words >> name >> count;
+      communicators.store(count);
+      printf("communicators 0 0 0 set 0\n");
+      continue;
+    }
     if (line.rfind("maps ", 0) == 0) {
       int preMultiply = 0;
       words >> name >> name >> elementBytes >> bytes >> preMultiply;

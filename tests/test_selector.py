@@ -253,6 +253,17 @@ def test_zero_copy_only_for_windows(driver: Path, table: str) -> None:
         assert forced[1].algorithm != ZERO_COPY, forced
 
 
+def test_early_launch_leaves_room_for_every_communicator(driver: Path) -> None:
+    """A parked and a running kernel of every communicator of the process on the device must fit in
+    the rank's share: with 8 ranks on a GPU (16 blocks each) one communicator launches small grids
+    early, two do not; with 4 ranks (33 blocks) two still do, three do not."""
+    small = "all_reduce 2 1024"
+    for comm, counts in ((COMMS[8], {1: True, 2: False}), (COMMS[4], {2: True, 3: False})):
+        for count, early in counts.items():
+            got = choose(driver, comm, [f"communicators {count}", small])
+            assert got[-1].early == early, (comm, count, got)
+
+
 def maps(driver: Path, comm: Comm, queries: list[str], table: str = NO_TABLE, algo: str = "") -> list[bool]:
     """Whether each call ("collective elementBytes bytes premul") takes the mapped zero-copy path."""
     env = driver_env()

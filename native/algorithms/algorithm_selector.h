@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -37,6 +38,8 @@ class AlgorithmSelector {
   void setLaneSlotBytes(size_t slotBytes) { laneSlotBytes_ = slotBytes; }
   // Whether small grids may start while the stream's previous kernel runs (kernel_launch.h).
   void setEarlyLaunch(bool allowed) { earlyLaunch_ = allowed; }
+  // The live count of native communicators on this rank's device (transport/device_census.h); unset: 1.
+  void setCommunicatorsOnDevice(const std::atomic<int>* count) { communicatorsOnDevice_ = count; }
   // Whether the communicator shares users' allocations with the peers (transport/mapped_allocations.h).
   void setMapsBuffers(bool enabled) { mapsBuffers_ = enabled; }
   // A hash of everything that can override the built-in rules here (the same on all ranks or none).
@@ -57,10 +60,15 @@ class AlgorithmSelector {
   int laneBlocks() const { return std::min(residentBlocks_, kMaxLaneBlocks); }
   // The largest grid of a zero-copy kernel.
   int directBlocks() const { return std::min(residentBlocks_, kMaxZeroCopyBlocks); }
-  // The largest grid launched early (0: none). A parked early kernel and the running one must fit in
-  // this rank's share of co-resident blocks together.
+  // The largest grid launched early (0: none). A parked early kernel and the running one, of every
+  // communicator of this process on the device (they may run at once), must fit in this rank's share
+  // of co-resident blocks together.
   int earlyLaunchBlocks() const {
-    return earlyLaunch_ && residentBlocks_ >= 2 * kEarlyLaunchMaxBlocks ? kEarlyLaunchMaxBlocks : 0;
+    const int communicators =
+        communicatorsOnDevice_ ? std::max(1, communicatorsOnDevice_->load(std::memory_order_relaxed)) : 1;
+    return earlyLaunch_ && residentBlocks_ >= 2 * kEarlyLaunchMaxBlocks * communicators
+               ? kEarlyLaunchMaxBlocks
+               : 0;
   }
 
  private:
@@ -76,6 +84,7 @@ class AlgorithmSelector {
   int nranks_ = 1;
   int residentBlocks_ = 1;
   bool earlyLaunch_ = false;
+  const std::atomic<int>* communicatorsOnDevice_ = nullptr;
   bool mapsBuffers_ = false;
   size_t slotPackets_ = 1;
   size_t laneSlotBytes_ = 0;
