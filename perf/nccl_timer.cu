@@ -4,8 +4,9 @@
 // runs with and without -G would: once a communicator was captured, NCCL (and this library) order its
 // eager calls against graph launches, which costs each eager call an event wait and record. Works with any
 // libnccl.so.2 (ours or stock), picked by the loader. Sizes are nccl-tests' size column: the total bytes of
-// all_gather's output, reduce_scatter's input and each rank's alltoall buffer; the message of all_reduce and
-// broadcast; what each rank sends in sendrecv (a ring: to rank + 1, from rank - 1). bf16, sum, root 0.
+// all_gather's and gather's output, reduce_scatter's input, scatter's root buffer and each rank's alltoall
+// buffer; the message of all_reduce, broadcast and reduce; what each rank sends in sendrecv (a ring: to
+// rank + 1, from rank - 1). bf16, sum, root 0. ncclGather and ncclScatter are looked up at run time.
 // host_us is the time the eager calls take to return, before the stream is synchronized: the per-call host
 // cost. The pseudo-collective `empty` launches one empty kernel per call instead: the same loop's floor,
 // which no library that launches a kernel per call can go under.
@@ -19,6 +20,7 @@
 // Ranks meet through a file: rank 0 writes its ncclUniqueId to $NCCL_TIMER_ID_FILE (default: a name
 // derived from the launcher's id) and the others read it, so the library under test makes the id.
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -112,8 +114,8 @@ int main(int argc, char** argv) {
   const int rank = envInt("MSCCLPP_NCCL_RANK", envInt("RANK", 0));
   const int nranks = envInt("MSCCLPP_NCCL_WORLD_SIZE", envInt("WORLD_SIZE", 1));
   const std::string collective = argv[1];
-  const char* known[] = {"all_reduce", "all_gather", "reduce_scatter", "alltoall",
-                         "broadcast",  "sendrecv",   "empty"};
+  const char* known[] = {"all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast",
+                         "reduce",     "gather",     "scatter",        "sendrecv", "empty"};
   bool isKnown = false;
   for (const char* name : known) isKnown = isKnown || collective == name;
   if (!isKnown) {
@@ -175,6 +177,16 @@ int main(int argc, char** argv) {
           return ncclReduceScatter(send, recv, share, ncclBfloat16, ncclSum, comm, stream);
         if (collective == "alltoall") return ncclAlltoAll(send, recv, share, ncclBfloat16, comm, stream);
         if (collective == "broadcast") return ncclBroadcast(send, recv, count, ncclBfloat16, 0, comm, stream);
+        if (collective == "reduce")
+          return ncclReduce(send, recv, count, ncclBfloat16, ncclSum, 0, comm, stream);
+        if (collective == "gather" || collective == "scatter") {
+          // Looked up at run time: a library without them still times the rest.
+          using RootedCall =
+              ncclResult_t (*)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+          auto call = reinterpret_cast<RootedCall>(
+              dlsym(RTLD_DEFAULT, collective == "gather" ? "ncclGather" : "ncclScatter"));
+          return call ? call(send, recv, share, ncclBfloat16, 0, comm, stream) : ncclInvalidUsage;
+        }
         if (collective == "sendrecv") {
           ncclGroupStart();
           ncclSend(sendBytes, count, ncclBfloat16, (rank + 1) % nranks, comm, stream);

@@ -61,3 +61,35 @@ def test_speedups_against_each_end() -> None:
     with pytest.raises(ValueError):
         targets.speedups("all_reduce", {8: 10.0, 512 << 10: 27.3, 2 << 20: 53.3, 8 << 20: 64.0}, 0)
     assert math.isclose(targets.geomean([1.0, 4.0]), 2.0)
+
+
+def load_side_by_side():
+    load_targets()  # puts perf/ on the path for timer_summary
+    spec = importlib.util.spec_from_file_location("side_by_side", REPO / "perf" / "side_by_side.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_side_by_side_figures(tmp_path: Path) -> None:
+    """Issue 13's arithmetic: the slowest ratio and its size, the geometric mean up to 32 MB, and the
+    share of the floor (2·N·S for all_reduce at 4.3 TB/s) from 32 MB up."""
+    side = load_side_by_side()
+    sizes = [8, 1 << 20, 32 << 20, 64 << 20]
+    stock = {s: 100.0 for s in sizes}
+    stock[64 << 20] = 1000.0  # ours there is twice the floor, about 250 us
+    ours = {8: 50.0, 1 << 20: 80.0, 32 << 20: 40.0, 64 << 20: 2 * side.floor_us("all_reduce", 64 << 20, 4)}
+    write_run(tmp_path / "stock_all_reduce_4.txt", stock)
+    write_run(tmp_path / "ours_all_reduce_4.txt", ours)
+    write_run(tmp_path / "ours_sendrecv_4.txt", ours)  # no stock run: left out
+    rows = side.summarize(tmp_path)
+    assert len(rows) == 3, rows
+    cells = [c.strip() for c in rows[2].split("|")[1:-1]]
+    assert cells[:2] == ["all_reduce", "4"]
+    assert cells[2] == f"1.25x ({1 << 20} B) / 1.25x ({1 << 20} B)"  # graph times are half, ratios equal
+    mean = math.exp((math.log(2) + math.log(1.25) + math.log(2.5)) / 3)
+    assert cells[3] == f"{mean:.2f}x / {mean:.2f}x"
+    share_32 = side.floor_us("all_reduce", 32 << 20, 4) / 40.0
+    assert cells[4] == f"50-{100 * share_32:.0f}% / 100-{200 * share_32:.0f}%"
+    assert side.floor_us("all_reduce", 32 << 20, 4) == pytest.approx(2 * 4 * (32 << 20) / 4.3e12 * 1e6)
+    assert side.floor_us("broadcast", 32 << 20, 4) == pytest.approx(5 * (32 << 20) / 4.3e12 * 1e6)
