@@ -280,6 +280,19 @@ void logMapped(Collective collective, size_t bytes, DataType type, const MappedC
                scratch.algorithm->name, scratch.source);
 }
 
+// A mapped call: the mapped kernel, then the chunked kernel, which stands down where the first went
+// zero-copy (both launched on every rank, whatever each decides).
+template <typename Args, typename LaunchMapped, typename LaunchChunked>
+Status runMapped(const Transports& transports, Collective collective, size_t bytes, Args call,
+                 const MappedCall& mapped, LaunchShape shape, const Choice& scratch, cudaStream_t stream,
+                 LaunchMapped launchMapped, LaunchChunked launchChunked) {
+  logMapped(collective, bytes, call.type, mapped, shape, scratch);
+  call.ticket = decisionTicket(call.ticket);
+  MSCCLPP_TRY(launchMapped(transports.direct, call, mapped, shape, stream));
+  call.skipWhen = transports.direct.decision;
+  return launchChunked(transports.lanes, call, scratch.shape, stream);
+}
+
 }  // namespace
 
 Status runAllReduce(const Transports& transports, const AlgorithmSelector& selector,
@@ -287,16 +300,10 @@ Status runAllReduce(const Transports& transports, const AlgorithmSelector& selec
                     cudaStream_t stream, uint64_t* published) {
   *published = 0;
   const size_t bytes = args.count * dataTypeSize(args.type);
-  if (mapped) {
-    const LaunchShape shape = selector.directShape(bytes);
-    const Choice scratch = selector.choose(Collective::kAllReduce, dataTypeSize(args.type), bytes);
-    logMapped(Collective::kAllReduce, bytes, args.type, *mapped, shape, scratch);
-    AllReduceArgs call = args;
-    call.ticket = decisionTicket(args.ticket);
-    MSCCLPP_TRY(launchAllReduceMapped(transports.direct, call, *mapped, shape, stream));
-    call.skipWhen = transports.direct.decision;
-    return launchAllReduceTwoShotChunked(transports.lanes, call, scratch.shape, stream);
-  }
+  if (mapped)
+    return runMapped(transports, Collective::kAllReduce, bytes, args, *mapped, selector.directShape(bytes),
+                     selector.choose(Collective::kAllReduce, dataTypeSize(args.type), bytes), stream,
+                     launchAllReduceMapped, launchAllReduceTwoShotChunked);
   // Zero-copy reads peers' inputs raw: PreMulSum's per-rank scalars would have to travel too.
   const bool registered = direct != nullptr && !args.op.scaling.preMultiply;
   Choice choice = selector.choose(Collective::kAllReduce, dataTypeSize(args.type), bytes, registered);
@@ -320,16 +327,11 @@ Status runAllReduce(const Transports& transports, const AlgorithmSelector& selec
 Status runExchange(const Transports& transports, const AlgorithmSelector& selector, const ExchangeArgs& args,
                    const MappedCall* mapped, cudaStream_t stream, uint64_t* published) {
   *published = 0;
-  if (mapped) {
-    const LaunchShape shape = selector.directShape(args.rangeBytes * transports.direct.nranks);
-    const Choice scratch = selector.choose(args.collective, dataTypeSize(args.type), args.rangeBytes);
-    logMapped(args.collective, args.rangeBytes, args.type, *mapped, shape, scratch);
-    ExchangeArgs call = args;
-    call.ticket = decisionTicket(args.ticket);
-    MSCCLPP_TRY(launchExchangeMapped(transports.direct, call, *mapped, shape, stream));
-    call.skipWhen = transports.direct.decision;
-    return launchExchangeChunked(transports.lanes, call, scratch.shape, stream);
-  }
+  if (mapped)
+    return runMapped(transports, args.collective, args.rangeBytes, args, *mapped,
+                     selector.directShape(args.rangeBytes * transports.direct.nranks),
+                     selector.choose(args.collective, dataTypeSize(args.type), args.rangeBytes), stream,
+                     launchExchangeMapped, launchExchangeChunked);
   Choice choice = selector.choose(args.collective, dataTypeSize(args.type), args.rangeBytes);
   logChoice(args.collective, args.rangeBytes, args.type, choice);
   if (choice.algorithm->id == AlgorithmId::kExchangeChunked)
