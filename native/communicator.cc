@@ -347,8 +347,7 @@ Status Communicator::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
                                                          bytes, args.op.scaling.preMultiply);
   bool capturing = false;
   const MappedCall mapped =
-      maps ? describeBuffers(args.send, bytes, args.recv, bytes, call.ticket, stream, &capturing)
-           : MappedCall{};
+      maps ? describeBuffers(args.send, bytes, args.recv, bytes, call.ticket, &capturing) : MappedCall{};
   uint64_t published = 0;
   MSCCLPP_TRY(runAllReduce(transports_, selector_, call, registered ? &direct : nullptr,
                            maps ? &mapped : nullptr, stream, &published));
@@ -358,12 +357,9 @@ Status Communicator::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
 }
 
 MappedCall Communicator::describeBuffers(const void* send, size_t sendBytes, const void* recv,
-                                         size_t recvBytes, uint64_t ticket, cudaStream_t stream,
-                                         bool* capturing) {
+                                         size_t recvBytes, uint64_t ticket, bool* capturing) {
   // A captured description is replayed for the graph's life: there, wait for the peers' mappings.
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  *capturing =
-      cudaStreamIsCapturing(stream, &capture) == cudaSuccess && capture == cudaStreamCaptureStatusActive;
+  *capturing = order_.capturing();
   const double wait = *capturing ? envDouble("MSCCLPP_NCCL_ZERO_COPY_CAPTURE_WAIT", 2.0) : 0.0;
   MappedCall mapped{};
   mapped.send.ready = mapped.recv.ready = 1;  // what peers never touch needs no mapping
@@ -440,8 +436,7 @@ Status Communicator::exchange(Collective collective, const ExchangeArgs& args, c
     // destination.
     const bool sends = args.sendTo != PeerSet::kNone;
     const size_t srcBytes = args.srcStride * (nranks_ - 1) + args.rangeBytes;
-    mapped =
-        describeBuffers(sends ? args.src : nullptr, srcBytes, nullptr, 0, call.ticket, stream, &capturing);
+    mapped = describeBuffers(sends ? args.src : nullptr, srcBytes, nullptr, 0, call.ticket, &capturing);
     // In place, an alltoall would overwrite ranges of its source that peers still read.
     const char* src = static_cast<const char*>(args.src);
     const char* dst = static_cast<const char*>(args.dst);

@@ -110,10 +110,10 @@ class Communicator {
   // windows' promise, at the same offset on every rank).
   bool findDirectBuffers(const void* send, const void* recv, size_t bytes, DirectBuffers* out) const;
   // This rank's description of a call's buffers for the mapped zero-copy kernels: `send` (null: peers
-  // read nothing of it) and `recv` (null: peers write nothing of it). Sets *capturing when `stream` is
-  // being captured.
+  // read nothing of it) and `recv` (null: peers write nothing of it). Sets *capturing when the call
+  // is being captured (as beginCall found it).
   MappedCall describeBuffers(const void* send, size_t sendBytes, const void* recv, size_t recvBytes,
-                             uint64_t ticket, cudaStream_t stream, bool* capturing);
+                             uint64_t ticket, bool* capturing);
   // Lanes of `blocks` per pair over `scratch` (null: none), their counters at `counters` ([sent][received]).
   LaneComm laneComm(int blocks, size_t slotBytes, const PeerBuffer* scratch, uint64_t* counters,
                     const WaitControl& wait) const;

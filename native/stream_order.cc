@@ -60,6 +60,7 @@ Status StreamOrder::begin(const cudaStream_t* streams, size_t count) {
   if (capture == cudaStreamCaptureStatusInvalidated)
     return fail(Status::kCudaError, "the stream's CUDA graph capture was invalidated");
   const bool capturing = capture == cudaStreamCaptureStatusActive;
+  capturing_ = capturing;
   plan_ = order_.plan(reinterpret_cast<uintptr_t>(launch), capturing ? captureId : 0);
   lastPublished_ = 0;
   if (plan_.coverTicket != 0) MSCCLPP_TRY(coverTicket(plan_.coverTicket));

@@ -35,6 +35,8 @@ class StreamOrder {
     return order_.nextTicket();
   }
   void published(uint64_t ticket) { lastPublished_ = ticket; }
+  // Whether the current call (since begin()) is being captured into a CUDA graph.
+  bool capturing() const { return capturing_; }
   // After the work: the communicator's next call, and streams[1..count), wait for it.
   Status end(const cudaStream_t* streams, size_t count);
 
@@ -47,6 +49,7 @@ class StreamOrder {
   OrderPlan plan_;
   uint64_t* ticketWord_ = nullptr;              // device memory: the latest ticket published
   uint64_t lastPublished_ = 0;                  // the ticket the call's last work publishes (0: none)
+  bool capturing_ = false;                      // the current call's stream is being captured
   cudaStream_t own_ = nullptr;                  // where a ticket is turned into a record of `done`
   cudaEvent_t done_ = nullptr;                  // the communicator's latest work
   cudaEvent_t join_ = nullptr;                  // a record that one stream waits for at once (reused)
