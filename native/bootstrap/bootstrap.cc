@@ -459,6 +459,8 @@ class TcpBootstrap final : public Bootstrap {
   Status connectPeer(Outgoing& out, int peer);
   // Queues a frame for the owner; false once the peer's queue is full (stop reading from it).
   bool deliver(int peer, int tag, std::vector<char> payload);
+  // Takes the oldest message from `peer` with `tag` (mailMu_ held); false when there is none.
+  bool takeMail(int peer, int tag, std::vector<char>* message);
   bool queueFull(int peer);
   void wakeReceiver();
   void markPeerClosed(int peer);
@@ -607,15 +609,8 @@ Status TcpBootstrap::recvAny(int tag, double seconds, int* peer, std::vector<cha
   for (;;) {
     if (aborted_.load()) return abortedError();
     for (int from = 0; from < nranks_; ++from) {
-      auto it = mailbox_.find({from, tag});
-      if (it == mailbox_.end() || it->second.empty()) continue;
+      if (!takeMail(from, tag, message)) continue;
       *peer = from;
-      *message = std::move(it->second.front());
-      it->second.pop_front();
-      if (it->second.empty()) mailbox_.erase(it);
-      const bool wasFull = queuedBytes_[from] >= kMaxQueuedBytes;
-      queuedBytes_[from] -= message->size();
-      if (wasFull && queuedBytes_[from] < kMaxQueuedBytes) wakeReceiver();
       return Status::kSuccess;
     }
     if (receiverFailed_)
@@ -728,14 +723,7 @@ Status TcpBootstrap::recvFrame(int peer, int tag, void* data, size_t bytes) {
         outcome = kAborted;
         break;
       }
-      auto it = mailbox_.find({peer, tag});
-      if (it != mailbox_.end() && !it->second.empty()) {
-        message = std::move(it->second.front());
-        it->second.pop_front();
-        if (it->second.empty()) mailbox_.erase(it);
-        const bool wasFull = queuedBytes_[peer] >= kMaxQueuedBytes;
-        queuedBytes_[peer] -= message.size();
-        if (wasFull && queuedBytes_[peer] < kMaxQueuedBytes) wakeReceiver();  // read that peer again
+      if (takeMail(peer, tag, &message)) {
         outcome = kGot;
         break;
       }
@@ -792,6 +780,18 @@ bool TcpBootstrap::deliver(int peer, int tag, std::vector<char> payload) {
   }
   mailCv_.notify_all();
   return room;
+}
+
+bool TcpBootstrap::takeMail(int peer, int tag, std::vector<char>* message) {
+  auto it = mailbox_.find({peer, tag});
+  if (it == mailbox_.end() || it->second.empty()) return false;
+  *message = std::move(it->second.front());
+  it->second.pop_front();
+  if (it->second.empty()) mailbox_.erase(it);
+  const bool wasFull = queuedBytes_[peer] >= kMaxQueuedBytes;
+  queuedBytes_[peer] -= message->size();
+  if (wasFull && queuedBytes_[peer] < kMaxQueuedBytes) wakeReceiver();  // read that peer again
+  return true;
 }
 
 bool TcpBootstrap::queueFull(int peer) {
