@@ -10,6 +10,8 @@
 // host_us is the time the eager calls take to return, before the stream is synchronized: the per-call host
 // cost. The pseudo-collective `empty` launches one empty kernel per call instead: the same loop's floor,
 // which no library that launches a kernel per call can go under.
+// COLLECTIVE may name several, comma-separated: one launch then times them all (every eager pass before
+// the first capture), printing one table per collective, each under its own header line.
 // NCCL_TIMER_WINDOWS=1 takes the buffers from ncclMemAlloc and registers them as symmetric windows
 // (like nccl-tests -R 2), which lets libraries run zero-copy algorithms.
 //
@@ -113,14 +115,21 @@ int main(int argc, char** argv) {
   const int iters = argc > 5 ? atoi(argv[5]) : 20, warmup = 5;
   const int rank = envInt("MSCCLPP_NCCL_RANK", envInt("RANK", 0));
   const int nranks = envInt("MSCCLPP_NCCL_WORLD_SIZE", envInt("WORLD_SIZE", 1));
-  const std::string collective = argv[1];
+  std::vector<std::string> collectives;
+  for (std::string list = argv[1]; !list.empty();) {
+    const size_t comma = list.find(',');
+    collectives.push_back(list.substr(0, comma));
+    list = comma == std::string::npos ? "" : list.substr(comma + 1);
+  }
   const char* known[] = {"all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast",
                          "reduce",     "gather",     "scatter",        "sendrecv", "empty"};
-  bool isKnown = false;
-  for (const char* name : known) isKnown = isKnown || collective == name;
-  if (!isKnown) {
-    fprintf(stderr, "unknown collective %s\n", collective.c_str());
-    return 2;
+  for (const std::string& collective : collectives) {
+    bool isKnown = false;
+    for (const char* name : known) isKnown = isKnown || collective == name;
+    if (!isKnown) {
+      fprintf(stderr, "unknown collective %s\n", collective.c_str());
+      return 2;
+    }
   }
 
   CHECK_CUDA(cudaSetDevice(0));
@@ -150,80 +159,86 @@ int main(int argc, char** argv) {
   ncclGetVersion(&version);
   const double emptyLaunch = emptyLaunchMicros(stream);
   if (rank == 0) printf("# empty kernel launch: %.2f us of host time\n", emptyLaunch);
-  if (rank == 0)
-    printf("# nccl_timer: %s bf16 sum, %d ranks, NCCL version code %d%s\n#%12s %12s %12s %12s\n",
-           collective.c_str(), nranks, version, windows ? ", symmetric windows" : "", "bytes", "eager_us",
-           "graph_us", "host_us");
 
   std::vector<size_t> sizes;
   for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= factor) {
     sizes.push_back(bytes);
     if (bytes > maxBytes / factor) break;
   }
-  std::vector<double> eagerUs(sizes.size()), hostUs(sizes.size());
+  std::vector<std::vector<double>> eagerUs(collectives.size(), std::vector<double>(sizes.size()));
+  std::vector<std::vector<double>> hostUs = eagerUs;
   // Pass 0 times every size eagerly, pass 1 every size in a graph (see the top of this file).
   for (int pass = 0; pass < 2; ++pass)
-    for (size_t at = 0; at < sizes.size(); ++at) {
-      const size_t bytes = sizes[at];
-      const size_t count = bytes / 2, share = count / nranks;  // elements: whole message, per rank
-      char* sendBytes = static_cast<char*>(send);
-      auto run = [&]() -> ncclResult_t {
-        if (collective == "empty") {
-          emptyKernel<<<1, 32, 0, stream>>>();
-          return cudaGetLastError() == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
-        }
-        if (collective == "all_gather") return ncclAllGather(send, recv, share, ncclBfloat16, comm, stream);
-        if (collective == "reduce_scatter")
-          return ncclReduceScatter(send, recv, share, ncclBfloat16, ncclSum, comm, stream);
-        if (collective == "alltoall") return ncclAlltoAll(send, recv, share, ncclBfloat16, comm, stream);
-        if (collective == "broadcast") return ncclBroadcast(send, recv, count, ncclBfloat16, 0, comm, stream);
-        if (collective == "reduce")
-          return ncclReduce(send, recv, count, ncclBfloat16, ncclSum, 0, comm, stream);
-        if (collective == "gather" || collective == "scatter") {
-          // Looked up at run time: a library without them still times the rest.
-          using RootedCall =
-              ncclResult_t (*)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
-          auto call = reinterpret_cast<RootedCall>(
-              dlsym(RTLD_DEFAULT, collective == "gather" ? "ncclGather" : "ncclScatter"));
-          return call ? call(send, recv, share, ncclBfloat16, 0, comm, stream) : ncclInvalidUsage;
-        }
-        if (collective == "sendrecv") {
-          ncclGroupStart();
-          ncclSend(sendBytes, count, ncclBfloat16, (rank + 1) % nranks, comm, stream);
-          ncclRecv(recv, count, ncclBfloat16, (rank + nranks - 1) % nranks, comm, stream);
-          return ncclGroupEnd();
-        }
-        return ncclAllReduce(send, recv, count, ncclBfloat16, ncclSum, comm, stream);
-      };
-      for (int i = 0; i < warmup; ++i) CHECK_NCCL(run());
-      CHECK_CUDA(cudaStreamSynchronize(stream));
-      auto start = Clock::now();
-      if (pass == 0) {
-        for (int i = 0; i < iters; ++i) CHECK_NCCL(run());
-        hostUs[at] = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters;
+    for (size_t which = 0; which < collectives.size(); ++which)
+      for (size_t at = 0; at < sizes.size(); ++at) {
+        const std::string& collective = collectives[which];
+        if (pass == 1 && at == 0 && rank == 0)
+          printf("# nccl_timer: %s bf16 sum, %d ranks, NCCL version code %d%s\n#%12s %12s %12s %12s\n",
+                 collective.c_str(), nranks, version, windows ? ", symmetric windows" : "", "bytes",
+                 "eager_us", "graph_us", "host_us");
+        const size_t bytes = sizes[at];
+        const size_t count = bytes / 2, share = count / nranks;  // elements: whole message, per rank
+        char* sendBytes = static_cast<char*>(send);
+        auto run = [&]() -> ncclResult_t {
+          if (collective == "empty") {
+            emptyKernel<<<1, 32, 0, stream>>>();
+            return cudaGetLastError() == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+          }
+          if (collective == "all_gather") return ncclAllGather(send, recv, share, ncclBfloat16, comm, stream);
+          if (collective == "reduce_scatter")
+            return ncclReduceScatter(send, recv, share, ncclBfloat16, ncclSum, comm, stream);
+          if (collective == "alltoall") return ncclAlltoAll(send, recv, share, ncclBfloat16, comm, stream);
+          if (collective == "broadcast")
+            return ncclBroadcast(send, recv, count, ncclBfloat16, 0, comm, stream);
+          if (collective == "reduce")
+            return ncclReduce(send, recv, count, ncclBfloat16, ncclSum, 0, comm, stream);
+          if (collective == "gather" || collective == "scatter") {
+            // Looked up at run time: a library without them still times the rest.
+            using RootedCall =
+                ncclResult_t (*)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+            auto call = reinterpret_cast<RootedCall>(
+                dlsym(RTLD_DEFAULT, collective == "gather" ? "ncclGather" : "ncclScatter"));
+            return call ? call(send, recv, share, ncclBfloat16, 0, comm, stream) : ncclInvalidUsage;
+          }
+          if (collective == "sendrecv") {
+            ncclGroupStart();
+            ncclSend(sendBytes, count, ncclBfloat16, (rank + 1) % nranks, comm, stream);
+            ncclRecv(recv, count, ncclBfloat16, (rank + nranks - 1) % nranks, comm, stream);
+            return ncclGroupEnd();
+          }
+          return ncclAllReduce(send, recv, count, ncclBfloat16, ncclSum, comm, stream);
+        };
+        for (int i = 0; i < warmup; ++i) CHECK_NCCL(run());
         CHECK_CUDA(cudaStreamSynchronize(stream));
-        eagerUs[at] = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters;
-        continue;
-      }
+        auto start = Clock::now();
+        if (pass == 0) {
+          for (int i = 0; i < iters; ++i) CHECK_NCCL(run());
+          hostUs[which][at] = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters;
+          CHECK_CUDA(cudaStreamSynchronize(stream));
+          eagerUs[which][at] =
+              std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters;
+          continue;
+        }
 
-      cudaGraph_t graph;
-      cudaGraphExec_t exec;
-      CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      for (int i = 0; i < iters; ++i) CHECK_NCCL(run());
-      CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
-      CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-      CHECK_CUDA(cudaGraphLaunch(exec, stream));
-      CHECK_CUDA(cudaStreamSynchronize(stream));
-      start = Clock::now();
-      const int replays = 5;
-      for (int i = 0; i < replays; ++i) CHECK_CUDA(cudaGraphLaunch(exec, stream));
-      CHECK_CUDA(cudaStreamSynchronize(stream));
-      double captured =
-          std::chrono::duration<double, std::micro>(Clock::now() - start).count() / (replays * iters);
-      CHECK_CUDA(cudaGraphExecDestroy(exec));
-      CHECK_CUDA(cudaGraphDestroy(graph));
-      if (rank == 0) printf(" %12zu %12.2f %12.2f %12.2f\n", bytes, eagerUs[at], captured, hostUs[at]);
-    }
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        for (int i = 0; i < iters; ++i) CHECK_NCCL(run());
+        CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+        CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+        CHECK_CUDA(cudaGraphLaunch(exec, stream));
+        CHECK_CUDA(cudaStreamSynchronize(stream));
+        start = Clock::now();
+        const int replays = 5;
+        for (int i = 0; i < replays; ++i) CHECK_CUDA(cudaGraphLaunch(exec, stream));
+        CHECK_CUDA(cudaStreamSynchronize(stream));
+        double captured =
+            std::chrono::duration<double, std::micro>(Clock::now() - start).count() / (replays * iters);
+        CHECK_CUDA(cudaGraphExecDestroy(exec));
+        CHECK_CUDA(cudaGraphDestroy(graph));
+        if (rank == 0)
+          printf(" %12zu %12.2f %12.2f %12.2f\n", bytes, eagerUs[which][at], captured, hostUs[which][at]);
+      }
   if (windows) {
     CHECK_NCCL(ncclCommWindowDeregister(comm, sendWindow));
     CHECK_NCCL(ncclCommWindowDeregister(comm, recvWindow));
