@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
     uint16_t foundIndex = 0;
     uint32_t generation = 0;
     if (!registry.find(id, &foundIndex, &generation) || foundIndex != index) return 3;
+    if (registry.generationOf(index) != generation) return 4;
     printf("index %u gen %u", index, generation);
     for (const auto& e : events)
       printf(" | %s %u %u %" PRIu64,

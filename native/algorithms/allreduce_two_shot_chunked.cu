@@ -2,6 +2,7 @@
 #include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/lane_kernel.cuh"
 #include "native/algorithms/packet_kernel.cuh"
+#include "native/algorithms/zero_copy_kernel.cuh"
 #include "native/common/logging.h"
 #include "native/device/dependent_launch.cuh"
 
@@ -21,7 +22,7 @@ __global__ void __launch_bounds__(kLaneThreads)
     allReduceTwoShotChunkedKernel(LaneComm comm, AllReduceArgs args, size_t segmentBytes, size_t chunkBytes,
                                   int rounds) {
   enterKernel();
-  if (args.skipWhen && *static_cast<const volatile uint64_t*>(args.skipWhen) == args.ticket) return;
+  if (zeroCopyRanInstead(args.skipWhen, args.ticket)) return;
   __shared__ LaneSlots slots;
   LaneBlock lane(comm, slots);
   const int me = comm.rank;

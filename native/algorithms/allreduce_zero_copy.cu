@@ -38,22 +38,44 @@ __device__ __forceinline__ void setRankBuffers(DirectPart& part, int r, const ch
   part.outputAlignment[r] = unitAlignment(part.outputs[r]);
 }
 
-// Once every rank has arrived: reduce the part from every rank's input, store it into every rank's
-// output, then wait until no peer touches this rank's buffers. False when a wait was abandoned.
-template <typename T, typename Op>
-__device__ __forceinline__ bool reduceIntoEveryRank(const ZeroCopyComm& comm, const AllReduceArgs& args,
-                                                    const DirectPart& part, uint64_t call,
-                                                    BoundedWait& wait) {
-  const int me = comm.rank, nranks = comm.nranks;
-  reduceUnits<T, Op, 8>(
-      (part.length + 15) / 16, nranks, args.op.scaling.postDivisor,
-      [&](int r, size_t i) { return loadUnit<T>(part.inputs[r], i, part.length, part.inputAlignment[r]); },
+// Whether every rank's buffers admit whole 16-byte accesses at this block's part (set once every
+// setRankBuffers is done; every thread of the block calls it).
+__device__ __forceinline__ bool partAligned(const DirectPart& part, int nranks) {
+  bool aligned = true;
+  for (int r = threadIdx.x; r < nranks; r += blockDim.x)
+    aligned = aligned && part.inputAlignment[r] == 16 && part.outputAlignment[r] == 16;
+  return __syncthreads_and(aligned);
+}
+
+// Reduces the part from every rank's input (eight ranks' loads in flight at once) and stores it into
+// every rank's output. kAligned: every buffer takes 16-byte accesses, so the loop compiles to plain
+// vector loads and stores; the general form handles buffers at any element offset.
+template <typename T, typename Op, bool kAligned>
+__device__ __forceinline__ void reduceIntoEveryRank(const DirectPart& part, int me, int nranks,
+                                                    int postDivisor) {
+  reduceUnits<T, Op, 2, 8>(
+      (part.length + 15) / 16, nranks, postDivisor,
+      [&](int r, size_t i) {
+        return loadUnit<T>(part.inputs[r], i, part.length, kAligned ? 16 : part.inputAlignment[r]);
+      },
       [&](size_t i, Unit unit) {
         for (int k = 0; k < nranks; ++k) {
           const int r = (me + k) % nranks;  // own output first, then the peers in turn
-          storeUnit<T>(part.outputs[r], i, part.length, part.outputAlignment[r], unit);
+          storeUnit<T>(part.outputs[r], i, part.length, kAligned ? 16 : part.outputAlignment[r], unit);
         }
       });
+}
+
+// Once every rank has arrived: reduce the part into every rank's output, then wait until no peer
+// touches this rank's buffers. False when a wait was abandoned.
+template <typename T, typename Op>
+__device__ __forceinline__ bool reduceAndFinish(const ZeroCopyComm& comm, const AllReduceArgs& args,
+                                                const DirectPart& part, uint64_t call, BoundedWait& wait) {
+  const int postDivisor = args.op.scaling.postDivisor;
+  if (partAligned(part, comm.nranks))
+    reduceIntoEveryRank<T, Op, true>(part, comm.rank, comm.nranks, postDivisor);
+  else
+    reduceIntoEveryRank<T, Op, false>(part, comm.rank, comm.nranks, postDivisor);
   return finishZeroCopyCall(comm, call, wait);
 }
 
@@ -72,7 +94,7 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
   BoundedWait wait(comm.wait);
   const uint64_t call = comm.calls[blockIdx.x] + 1;
   if (!peerBarrier(comm.localFlags, comm.peerFlags, 0, me, nranks, call, wait)) return;
-  if (!reduceIntoEveryRank<T, Op>(comm, args, part, call, wait)) return;
+  if (!reduceAndFinish<T, Op>(comm, args, part, call, wait)) return;
   endZeroCopyCall(comm, call, false, true, 0);
 }
 
@@ -96,7 +118,7 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
       });
   if (agreed == MappedAgreement::kAbandoned) return;
   const bool zeroCopy = agreed == MappedAgreement::kZeroCopy;
-  if (zeroCopy && !reduceIntoEveryRank<T, Op>(comm, args, part, call, wait)) return;
+  if (zeroCopy && !reduceAndFinish<T, Op>(comm, args, part, call, wait)) return;
   endZeroCopyCall(comm, call, true, zeroCopy, args.ticket);
 }
 

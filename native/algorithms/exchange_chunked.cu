@@ -3,6 +3,7 @@
 #include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/lane_kernel.cuh"
 #include "native/algorithms/packet_kernel.cuh"
+#include "native/algorithms/zero_copy_kernel.cuh"
 #include "native/common/logging.h"
 #include "native/device/dependent_launch.cuh"
 
@@ -18,7 +19,7 @@ template <typename Name, typename T, typename Op, bool kReduce>
 __global__ void __launch_bounds__(kLaneThreads)
     exchangeChunkedKernel(LaneComm comm, ExchangeArgs args, size_t chunkBytes, int rounds) {
   enterKernel();
-  if (args.skipWhen && *static_cast<const volatile uint64_t*>(args.skipWhen) == args.ticket) return;
+  if (zeroCopyRanInstead(args.skipWhen, args.ticket)) return;
   __shared__ LaneSlots slots;
   LaneBlock lane(comm, slots);
   const int me = comm.rank;

@@ -10,6 +10,19 @@
 namespace mscclpp_nccl {
 namespace {
 
+// Reduces `bytes` bytes of every rank's source into `out`, eight ranks' loads in flight at once.
+// kAligned: every buffer takes 16-byte accesses, so the loop compiles to plain vector loads and stores.
+template <typename T, typename Op, bool kAligned>
+__device__ __forceinline__ void reduceRanges(const char* const* sources, const int* sourceAlignment,
+                                             const ChunkRef& out, size_t bytes, int nranks, int postDivisor) {
+  reduceUnits<T, Op, 2, 8>(
+      (bytes + 15) / 16, nranks, postDivisor,
+      [&](int r, size_t i) { return loadUnit<T>(sources[r], i, bytes, kAligned ? 16 : sourceAlignment[r]); },
+      [&](size_t i, Unit unit) {
+        storeUnit<T>(out.base, i, out.bytes, kAligned ? 16 : out.alignment, unit);
+      });
+}
+
 // The exchange of exchange_chunked.cu with no scratch: each rank pulls what every peer sends it, range
 // `me` of the peer's source, straight into its destination (or reduces every rank's range `me` into
 // its own range), so each byte is read once and written once. Block b takes bytes
@@ -20,37 +33,39 @@ template <typename Name, typename T, typename Op, bool kReduce>
 __global__ void __launch_bounds__(kZeroCopyThreads)
     exchangeMappedKernel(ZeroCopyComm comm, ExchangeArgs args, MappedCall mine, size_t blockBytes) {
   enterKernel();
-  __shared__ const char* sources[kMaxZeroCopyRanks];  // rank r's range `me` of its source
+  __shared__ const char* sources[kMaxZeroCopyRanks];  // this block's part of rank r's range `me`
+  __shared__ int sourceAlignment[kMaxZeroCopyRanks];
   const int me = comm.rank, nranks = comm.nranks;
+  const size_t first = blockIdx.x * blockBytes;
   BoundedWait wait(comm.wait);
   const uint64_t call = comm.calls[blockIdx.x] + 1;
   const MappedAgreement agreed =
       agreeOnMappedCall(comm, mine, call, wait, [&](int r, const MappedCall& theirs) {
         const char* source =
             r == me ? static_cast<const char*>(args.src) : mappedBuffer(comm, r, theirs.send);
-        sources[r] = source + me * args.srcStride;
+        sources[r] = source + me * args.srcStride + first;
+        sourceAlignment[r] = unitAlignment(sources[r]);
       });
   if (agreed == MappedAgreement::kAbandoned) return;
   const bool zeroCopy = agreed == MappedAgreement::kZeroCopy;
   if (zeroCopy) {
-    const size_t first = blockIdx.x * blockBytes;
     const size_t n = first < args.rangeBytes ? min(blockBytes, args.rangeBytes - first) : 0;
     char* dst = static_cast<char*>(args.dst);
     auto receivesFrom = [&](int r) { return peerSetHas(args.recvFrom, r, args.root); };
     if (kReduce && args.recvFrom == PeerSet::kAll) {
       const ChunkRef out = userChunk(dst + me * args.dstStride + first, n);
-      reduceUnits<T, Op, 8>(
-          (n + 15) / 16, nranks, args.op.scaling.postDivisor,
-          [&](int r, size_t i) {
-            return loadUnit<T>(sources[r] + first, i, n, unitAlignment(sources[r] + first));
-          },
-          [&](size_t i, Unit unit) { storeUnit<T>(out.base, i, out.bytes, out.alignment, unit); });
+      bool aligned = out.alignment == 16;
+      for (int r = threadIdx.x; r < nranks; r += blockDim.x) aligned = aligned && sourceAlignment[r] == 16;
+      if (__syncthreads_and(aligned))
+        reduceRanges<T, Op, true>(sources, sourceAlignment, out, n, nranks, args.op.scaling.postDivisor);
+      else
+        reduceRanges<T, Op, false>(sources, sourceAlignment, out, n, nranks, args.op.scaling.postDivisor);
     } else if (!kReduce) {
       for (int k = 0; k < nranks; ++k) {
         const int r = (me + k) % nranks;  // own range first, then the peers in turn
         if (!receivesFrom(r) || (r == me && !peerSetHas(args.sendTo, me, args.root))) continue;
-        copyChunk<T>(userChunk(dst + r * args.dstStride + first, n), userChunk(sources[r] + first, n), n,
-                     false, typename ElementTraits<T>::Acc(1));
+        copyChunk<T>(userChunk(dst + r * args.dstStride + first, n), userChunk(sources[r], n), n, false,
+                     typename ElementTraits<T>::Acc(1));
       }
     }
     if (!finishZeroCopyCall(comm, call, wait)) return;

@@ -144,24 +144,33 @@ __device__ __forceinline__ void copyChunk(ChunkRef dst, ChunkRef src, size_t byt
 }
 
 // Reduces unit i of every rank's contribution, load(rank, i), in rank order and hands the result to
-// store(i, unit), for units 0..units-1. Each pass takes kUnroll units per thread and issues a rank's
-// kUnroll loads together (a loop over ranks inside each unit would keep one load in flight).
-template <typename T, typename Op, int kUnroll, typename Load, typename Store>
+// store(i, unit), for units 0..units-1. Each pass takes kUnroll units per thread and issues the loads of
+// kGroup ranks together before adding any, so kUnroll * kGroup loads are in flight: a rank at a time
+// would wait out one memory latency per rank in every pass.
+template <typename T, typename Op, int kUnroll, int kGroup, typename Load, typename Store>
 __device__ __forceinline__ void reduceUnits(size_t units, int nranks, int postDivisor, Load load,
                                             Store store) {
   for (size_t base = threadIdx.x; base < units; base += kUnroll * blockDim.x) {
     UnitReduction<T, Op> reduction[kUnroll];
-    for (int rank = 0; rank < nranks; ++rank) {
-      Unit unit[kUnroll] = {};
+    for (int first = 0; first < nranks; first += kGroup) {
+      Unit unit[kGroup][kUnroll];
 #pragma unroll
-      for (int k = 0; k < kUnroll; ++k)
-        if (base + k * blockDim.x < units) unit[k] = load(rank, base + k * blockDim.x);
+      for (int g = 0; g < kGroup; ++g)
 #pragma unroll
-      for (int k = 0; k < kUnroll; ++k) {
-        if (rank == 0)
-          reduction[k].first(unit[k]);
-        else
-          reduction[k].add(unit[k]);
+        for (int k = 0; k < kUnroll; ++k)
+          unit[g][k] = first + g < nranks && base + k * blockDim.x < units
+                           ? load(first + g, base + k * blockDim.x)
+                           : Unit{};
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g) {
+        if (first + g >= nranks) break;
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) {
+          if (first + g == 0)
+            reduction[k].first(unit[g][k]);
+          else
+            reduction[k].add(unit[g][k]);
+        }
       }
     }
 #pragma unroll
@@ -181,7 +190,7 @@ __device__ __forceinline__ void reduceChunk(const LaneBlock& lane, const char* o
   const ChunkRef mine = userChunk(own, bytes), result = userChunk(out, bytes);
   const size_t slotBytes = slotChunk(nullptr, bytes).bytes;
   const int me = lane.rank(), nranks = lane.nranks();
-  reduceUnits<T, Op, 4>(
+  reduceUnits<T, Op, 4, 1>(
       (bytes + 15) / 16, nranks, postDivisor,
       [&](int sender, size_t i) {
         if (sender != me) return loadUnit<T>(lane.recvSlot(sender), i, slotBytes, 16);

@@ -57,6 +57,12 @@ __device__ __forceinline__ bool finishZeroCopyCall(const ZeroCopyComm& comm, uin
                      call, wait);
 }
 
+// The scratch kernel queued behind a mapped kernel: true when that kernel went zero-copy for this call
+// (its decision word holds the call's ticket), so there is nothing left to do.
+__device__ __forceinline__ bool zeroCopyRanInstead(const uint64_t* skipWhen, uint64_t ticket) {
+  return skipWhen && *static_cast<const volatile uint64_t*>(skipWhen) == ticket;
+}
+
 // Ends a call on this block: its count, and (block 0 of a mapped call) the decision the scratch kernel
 // after it reads: `ticket` when this call went zero-copy, else 0.
 __device__ __forceinline__ void endZeroCopyCall(const ZeroCopyComm& comm, uint64_t call, bool mapped,

@@ -49,6 +49,8 @@ class AllocationRegistry {
 
   // The index and generation of a registered allocation.
   bool find(uint64_t bufferId, uint16_t* index, uint32_t* generation) const;
+  // The generation of an index that use() returned.
+  uint32_t generationOf(uint16_t index) const { return generations_[index]; }
   size_t size() const { return byId_.size(); }
 
  private:

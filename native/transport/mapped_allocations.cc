@@ -173,9 +173,7 @@ bool MappedAllocations::describe(const void* ptr, size_t bytes, uint64_t call, b
   }
   const uint16_t index = registry_.use(key, call, captured, &events);
   if (index == AllocationRegistry::kNoIndex) return false;  // full of allocations that graphs hold
-  uint16_t found = 0;
-  uint32_t generation = 0;
-  registry_.find(bufferId, &found, &generation);
+  const uint32_t generation = registry_.generationOf(index);
   for (const RegistryEvent& event : events)
     if (event.kind == RegistryEvent::Kind::kExport) {
       ackGeneration_[event.index] = event.generation;  // before the export leaves: acks count from now

@@ -155,21 +155,24 @@ def scenario_many(r: Rank) -> None:
 
 def scenario_exchanges(r: Rank) -> None:
     """Every other collective on the same buffers call after call (4 MiB ranges), out of place then in
-    place (NCCL's layouts), rooted ones at a root that moves: each result exact. In-place alltoall must
-    stay on scratch (its writes would hit ranges the peers still read)."""
+    place (NCCL's layouts), then out of place one element into the allocations (no 16-byte accesses),
+    rooted ones at a root that moves: each result exact. In-place alltoall must stay on scratch (its
+    writes would hit ranges the peers still read)."""
     n, me, count = r.size, r.rank, 1 << 20
     for name in ("all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "gather", "scatter"):
         size = max(input_count(name, count, n), output_count(name, count, n))
-        backing = cp.zeros(size, dtype=cp.float32)
-        source = cp.zeros(input_count(name, count, n), dtype=cp.float32)
-        for trial in range(6):
-            in_place, root = trial >= 3, (trial + 1) % n
+        backing = cp.zeros(size + 1, dtype=cp.float32)
+        source = cp.zeros(input_count(name, count, n) + 1, dtype=cp.float32)
+        for trial in range(8):
+            in_place, shifted, root = 3 <= trial < 6, trial >= 6, (trial + 1) % n
             inputs = [pattern(input_count(name, count, n), k).astype(np.float32) + trial for k in range(n)]
             expected, _ = expected_output(name, "float32", "sum", inputs, count, me, root)
-            recv = backing[: output_count(name, count, n)]
+            recv = backing[int(shifted) : int(shifted) + output_count(name, count, n)]
             recv.fill(np.float32(-3))
-            if not in_place:
-                send = source
+            if shifted:
+                send = source[1 : 1 + input_count(name, count, n)]
+            elif not in_place:
+                send = source[: input_count(name, count, n)]
             elif name in ("all_gather", "gather"):
                 send = backing[me * count : (me + 1) * count]
             elif name in ("reduce_scatter", "scatter"):
@@ -180,9 +183,9 @@ def scenario_exchanges(r: Rank) -> None:
             collective(r, name, send, recv, count, "float32", root=root)
             r.stream.synchronize()
             if expected is not None:
-                where = f"{name} trial {trial} in_place={in_place} root={root}"
+                where = f"{name} trial {trial} in_place={in_place} shifted={shifted} root={root}"
                 check(recv, expected.astype(np.float64), where)
-    print("PASS exchanges: 7 collectives x 6 calls on the same buffers, in and out of place")
+    print("PASS exchanges: 7 collectives x 8 calls on the same buffers, in and out of place, unaligned")
 
 
 SCENARIOS = {
