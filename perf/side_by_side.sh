@@ -17,7 +17,9 @@ time_one() {  # label libdir ranks [env...]: every collective in one launch, the
   env "$@" LD_LIBRARY_PATH="$lib" timeout "${TIMER_TIMEOUT:-300}" python3 -m mscclpp_nccl.run -n "$n" --mps \
     --timeout "${TIMER_TIMEOUT:-300}" -- build/nccl_timer "$collectives" 8 268435456 2 20 >"$log" 2>&1 ||
     echo "timer $label at $n ranks failed (see $log)"
+  # Rank 0's lines, less the launcher's "[0] " prefix.
   awk -v dir="$out" -v label="$label" -v n="$n" '
+    !sub(/^\[0\] /, "") { next }
     /^# empty kernel launch/ { head = $0; next }
     /^# nccl_timer: / { file = dir "/" label "_" $3 "_" n ".txt"; print head > file }
     file { print > file }' "$log"

@@ -83,7 +83,7 @@ def test_side_by_side_figures(tmp_path: Path) -> None:
     write_run(tmp_path / "ours_all_reduce_4.txt", ours)
     write_run(tmp_path / "ours_sendrecv_4.txt", ours)  # no stock run: left out
     rows = side.summarize(tmp_path)
-    assert len(rows) == 3, rows
+    assert len(rows) == 4, rows
     cells = [c.strip() for c in rows[2].split("|")[1:-1]]
     assert cells[:2] == ["all_reduce", "4"]
     assert cells[2] == f"1.25x ({1 << 20} B) / 1.25x ({1 << 20} B)"  # graph times are half, ratios equal
@@ -93,3 +93,8 @@ def test_side_by_side_figures(tmp_path: Path) -> None:
     assert cells[4] == f"50-{100 * share_32:.0f}% / 100-{200 * share_32:.0f}%"
     assert side.floor_us("all_reduce", 32 << 20, 4) == pytest.approx(2 * 4 * (32 << 20) / 4.3e12 * 1e6)
     assert side.floor_us("broadcast", 32 << 20, 4) == pytest.approx(5 * (32 << 20) / 4.3e12 * 1e6)
+    # The pooled row of one collective repeats its figures, naming the collective at the slowest point.
+    pooled = [c.strip() for c in rows[3].split("|")[1:-1]]
+    assert pooled[:2] == ["all 1", "4"]
+    assert pooled[2] == f"1.25x (all_reduce {1 << 20} B) / 1.25x (all_reduce {1 << 20} B)"
+    assert pooled[3] == cells[3]
