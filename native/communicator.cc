@@ -433,10 +433,14 @@ Status Communicator::exchange(Collective collective, const ExchangeArgs& args, c
   MappedCall mapped{};
   if (maps) {
     // Peers read this rank's source where it sends (its ranges at srcStride); they never touch its
-    // destination.
-    const bool sends = args.sendTo != PeerSet::kNone;
+    // destination. A reduce is spread (exchange_zero_copy.cu): every rank reads every source, the
+    // root's too, and writes its segment of the root's destination.
+    const bool spread = collective == Collective::kReduce;
+    const bool sends = args.sendTo != PeerSet::kNone || spread;
     const size_t srcBytes = args.srcStride * (nranks_ - 1) + args.rangeBytes;
-    mapped = describeBuffers(sends ? args.src : nullptr, srcBytes, nullptr, 0, call.ticket, &capturing);
+    const bool written = spread && rank_ == args.root;
+    mapped = describeBuffers(sends ? args.src : nullptr, srcBytes, written ? args.dst : nullptr,
+                             args.rangeBytes, call.ticket, &capturing);
     // In place, an alltoall would overwrite ranges of its source that peers still read.
     const char* src = static_cast<const char*>(args.src);
     const char* dst = static_cast<const char*>(args.dst);

@@ -29,14 +29,23 @@ __device__ __forceinline__ void reduceRanges(const char* const* sources, const i
 // [b * blockBytes, (b + 1) * blockBytes) of every range. Peers only read sources and each rank only
 // writes its own destination, so in-place calls are safe wherever a rank's destination ranges are not
 // ranges its peers read from its source (alltoall in place is kept on scratch by the caller).
+// A reduce is spread instead: rank r reduces segment r of the range (`segmentBytes`, blocks taking
+// `blockBytes` of it) from every rank's source into the root's destination, so every rank's share of
+// the GPU works on it, not the root's alone. Only rank r touches segment r, reading each unit of it
+// before writing it, so in place is safe too.
 template <typename Name, typename T, typename Op, bool kReduce>
 __global__ void __launch_bounds__(kZeroCopyThreads)
-    exchangeMappedKernel(ZeroCopyComm comm, ExchangeArgs args, MappedCall mine, size_t blockBytes) {
+    exchangeMappedKernel(ZeroCopyComm comm, ExchangeArgs args, MappedCall mine, size_t segmentBytes,
+                         size_t blockBytes) {
   enterKernel();
   __shared__ const char* sources[kMaxZeroCopyRanks];  // this block's part of rank r's range `me`
   __shared__ int sourceAlignment[kMaxZeroCopyRanks];
+  __shared__ char* rootDestination;  // a spread reduce's output, as mapped here
   const int me = comm.rank, nranks = comm.nranks;
-  const size_t first = blockIdx.x * blockBytes;
+  const bool spread = kReduce && args.collective == Collective::kReduce;
+  const size_t segmentStart = spread ? me * segmentBytes : 0;
+  const size_t segmentEnd = spread ? min(args.rangeBytes, segmentStart + segmentBytes) : args.rangeBytes;
+  const size_t first = segmentStart + blockIdx.x * blockBytes;
   BoundedWait wait(comm.wait);
   const uint64_t call = comm.calls[blockIdx.x] + 1;
   const MappedAgreement agreed =
@@ -45,15 +54,17 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
             r == me ? static_cast<const char*>(args.src) : mappedBuffer(comm, r, theirs.send);
         sources[r] = source + me * args.srcStride + first;
         sourceAlignment[r] = unitAlignment(sources[r]);
+        if (spread && r == args.root)
+          rootDestination = r == me ? static_cast<char*>(args.dst) : mappedBuffer(comm, r, theirs.recv);
       });
   if (agreed == MappedAgreement::kAbandoned) return;
   const bool zeroCopy = agreed == MappedAgreement::kZeroCopy;
   if (zeroCopy) {
-    const size_t n = first < args.rangeBytes ? min(blockBytes, args.rangeBytes - first) : 0;
+    const size_t n = first < segmentEnd ? min(blockBytes, segmentEnd - first) : 0;
     char* dst = static_cast<char*>(args.dst);
     auto receivesFrom = [&](int r) { return peerSetHas(args.recvFrom, r, args.root); };
-    if (kReduce && args.recvFrom == PeerSet::kAll) {
-      const ChunkRef out = userChunk(dst + me * args.dstStride + first, n);
+    if (kReduce && (spread || args.recvFrom == PeerSet::kAll)) {
+      const ChunkRef out = userChunk(spread ? rootDestination + first : dst + me * args.dstStride + first, n);
       bool aligned = out.alignment == 16;
       for (int r = threadIdx.x; r < nranks; r += blockDim.x) aligned = aligned && sourceAlignment[r] == 16;
       if (__syncthreads_and(aligned))
@@ -80,11 +91,17 @@ Status launchExchangeMapped(const ZeroCopyComm& comm, const ExchangeArgs& args, 
   if ((args.reduce && args.op.scaling.preMultiply) || comm.nranks > kMaxZeroCopyRanks ||
       shape.blocks > kMaxZeroCopyBlocks || !comm.mappedTable || !comm.decision || args.ticket == 0)
     return fail(Status::kInternalError, "zero-copy exchange given a call it does not serve");
-  const size_t blockBytes = divCeil(divCeil(args.rangeBytes, shape.blocks), kLaneAlignment) * kLaneAlignment;
+  auto aligned = [](size_t bytes) { return divCeil(bytes, kLaneAlignment) * kLaneAlignment; };
+  // A reduce is spread over the ranks in segments (see the kernel); the rest take whole ranges.
+  const size_t segmentBytes = args.reduce && args.collective == Collective::kReduce
+                                  ? aligned(divCeil(args.rangeBytes, comm.nranks))
+                                  : args.rangeBytes;
+  const size_t blockBytes = aligned(divCeil(segmentBytes, shape.blocks));
   auto launch = [&](auto name, auto reduce, auto type, auto op) {
     return launchKernel(exchangeMappedKernel<Tagged<decltype(name)>, Tagged<decltype(type)>,
                                              Tagged<decltype(op)>, decltype(reduce)::value>,
-                        shape.blocks, shape.threads, shape.earlyLaunch, stream, comm, args, mine, blockBytes);
+                        shape.blocks, shape.threads, shape.earlyLaunch, stream, comm, args, mine,
+                        segmentBytes, blockBytes);
   };
   return launched(dispatchExchange(args.collective, args.reduce, args.type, args.op.op, launch),
                   "zero-copy exchange");
