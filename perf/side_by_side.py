@@ -22,6 +22,14 @@ from timer_summary import read  # perf/, beside this script
 FLOOR_BYTES_PER_S = 4.3e12
 MB = 1 << 20
 BANDWIDTH = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+# Sizes that nccl-tests splits over the ranks (the timer's per-rank count is size / 2 / N, bf16).
+SPLIT = ("all_gather", "reduce_scatter", "alltoall", "gather", "scatter")
+
+
+def moves_data(collective: str, size: int, nranks: int) -> bool:
+    """False where every rank's count is zero: both libraries then do nothing, and the ratio of two
+    empty calls says nothing (nccl-tests skips such sizes too)."""
+    return collective not in SPLIT or size // 2 // nranks > 0
 
 
 def floor_us(collective: str, size: int, nranks: int) -> float:
@@ -48,7 +56,7 @@ def summarize(directory: Path) -> list[str]:
             pairs.append((match.group(1), int(match.group(2)), read(ours_path), read(stock_path)))
     pooled: dict[int, list[tuple[str, int, float, float]]] = {}  # nranks -> (collective, size, ratios)
     for collective, nranks, ours, stock in pairs:
-        sizes = sorted(set(ours) & set(stock))
+        sizes = sorted(s for s in set(ours) & set(stock) if moves_data(collective, s, nranks))
         if not sizes:
             continue
         ratios = {s: (stock[s][0] / ours[s][0], stock[s][1] / ours[s][1]) for s in sizes}

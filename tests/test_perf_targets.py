@@ -93,6 +93,9 @@ def test_side_by_side_figures(tmp_path: Path) -> None:
     assert cells[4] == f"50-{100 * share_32:.0f}% / 100-{200 * share_32:.0f}%"
     assert side.floor_us("all_reduce", 32 << 20, 4) == pytest.approx(2 * 4 * (32 << 20) / 4.3e12 * 1e6)
     assert side.floor_us("broadcast", 32 << 20, 4) == pytest.approx(5 * (32 << 20) / 4.3e12 * 1e6)
+    # At 8 ranks an 8-byte all_gather moves nothing (zero elements each): left out, however it timed.
+    assert not side.moves_data("all_gather", 8, 8) and side.moves_data("all_gather", 16, 8)
+    assert side.moves_data("all_reduce", 8, 8)
     # The pooled row of one collective repeats its figures, naming the collective at the slowest point.
     pooled = [c.strip() for c in rows[3].split("|")[1:-1]]
     assert pooled[:2] == ["all 1", "4"]
