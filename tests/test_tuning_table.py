@@ -756,8 +756,11 @@ def test_shipped_table(driver: Path, tmp_path: Path) -> None:
             f"{H200} 4 4 all_reduce 4 {(32 << 20) + 1}",
             f"{H200} 8 8 all_reduce 8 {4 << 20}",
             f"{H200} 2 2 all_reduce 1 {1 << 20}",
+            f"{H200} 2 2 all_reduce 1 {(1 << 20) + 1}",
             f"{H200} 4 4 all_gather 2 {8 << 20}",
             f"{H200} 3 3 all_reduce 2 1024",
+            f"{H200} 4 4 all_reduce 2 8192",
+            f"{H200} 8 8 reduce 2 {512 << 10}",
         ],
         list(ALGORITHMS),
     )
@@ -766,7 +769,11 @@ def test_shipped_table(driver: Path, tmp_path: Path) -> None:
         TWO_SHOT,
         "allreduce_two_shot_chunked",
         "allreduce_two_shot_chunked",
+        TWO_SHOT,  # session 10: packets beat the mapped path at 2 ranks up to 1 MB
         "allreduce_two_shot_chunked",
         "exchange_chunked",
         "none",
+        ONE_SHOT,
+        "exchange_chunked",  # session 10's 8-rank exchange tuning
     ]
+    assert answers[0].split()[1] == "0" and answers[8].split()[1] == "8"  # 8 blocks from 4 to 16 KB
