@@ -12,12 +12,12 @@ from 8 B to 32 MB (the issue's geometric-mean target).
 
 from __future__ import annotations
 
-import math
 import re
 import sys
 from pathlib import Path
 
-from timer_summary import read  # perf/, beside this script
+from targets import geomean  # perf/, beside this script
+from timer_summary import read
 
 FLOOR_BYTES_PER_S = 4.3e12
 MB = 1 << 20
@@ -36,10 +36,6 @@ def floor_us(collective: str, size: int, nranks: int) -> float:
     """Microseconds to read every input once and write every output once (nccl-tests' size column)."""
     moved = 2 * nranks * size if collective == "all_reduce" else (nranks + 1) * size
     return moved / FLOOR_BYTES_PER_S * 1e6
-
-
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
 def summarize(directory: Path) -> list[str]:

@@ -48,7 +48,8 @@ def speedups(collective: str, times: dict[int, float], end: int) -> list[tuple[i
 
 
 def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+    """The geometric mean; NaN for no values (a table cell with nothing to average)."""
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
 def main(directory: str) -> None:

@@ -61,6 +61,7 @@ def test_speedups_against_each_end() -> None:
     with pytest.raises(ValueError):
         targets.speedups("all_reduce", {8: 10.0, 512 << 10: 27.3, 2 << 20: 53.3, 8 << 20: 64.0}, 0)
     assert math.isclose(targets.geomean([1.0, 4.0]), 2.0)
+    assert math.isnan(targets.geomean([]))  # an empty cell, not a crash
 
 
 def load_side_by_side():
