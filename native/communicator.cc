@@ -170,7 +170,6 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
   const size_t p2pSendAt = carve(p2pStepWords), p2pRecvAt = carve(p2pStepWords);
   const size_t lanesAt = carve(laneCounterWords(laneBlocks, nranks_));
   const size_t callsAt = carve(kMaxZeroCopyBlocks);
-  const size_t decisionAt = carve(1);
   const size_t p2pLanesAt = carve(laneCounterWords(kMaxP2pChunkLanes, nranks_));
   const size_t stoppedAt = carve(1);
   const size_t ticketAt = carve(1);
@@ -215,7 +214,6 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
   direct.rank = rank_;
   direct.nranks = nranks_;
   direct.calls = deviceCounters_ + callsAt;
-  direct.decision = deviceCounters_ + decisionAt;
   direct.wait = packets.wait;
   if (syncScratch_) {
     direct.localFlags = static_cast<uint64_t*>(syncScratch_->local());

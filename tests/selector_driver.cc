@@ -13,6 +13,8 @@
 //     "communicators 0 0 0 set 0", a row of the usual six fields).
 //     "maps COLLECTIVE ELEMENT_BYTES BYTES PREMUL" answers "maps 1|0": whether a call outside windows
 //     takes the mapped zero-copy path (the communicator shares allocations, as by default).
+//     "mapped-shape BYTES SCRATCH_BLOCKS SCRATCH_THREADS" answers "mapped-shape BLOCKS THREADS EARLY": the
+//     grid of a mapped kernel moving BYTES whose fallback is a chunked grid of that shape.
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -52,12 +54,12 @@ Status launchAllReduceZeroCopy(const ZeroCopyComm&, const AllReduceArgs&, const 
                                const PeerBuffers&, LaunchShape, cudaStream_t) {
   return notLinked();
 }
-Status launchAllReduceMapped(const ZeroCopyComm&, const AllReduceArgs&, const MappedCall&, LaunchShape,
-                             cudaStream_t) {
+Status launchAllReduceMapped(const ZeroCopyComm&, const LaneComm&, const AllReduceArgs&, const MappedCall&,
+                             LaunchShape, LaunchShape, cudaStream_t) {
   return notLinked();
 }
-Status launchExchangeMapped(const ZeroCopyComm&, const ExchangeArgs&, const MappedCall&, LaunchShape,
-                            cudaStream_t) {
+Status launchExchangeMapped(const ZeroCopyComm&, const LaneComm&, const ExchangeArgs&, const MappedCall&,
+                            LaunchShape, LaunchShape, cudaStream_t) {
   return notLinked();
 }
 Status launchP2p(const P2pComm&, const std::vector<P2pOp>& ops, int, int, cudaStream_t) {
@@ -121,6 +123,13 @@ int main(int argc, char** argv) {
       words >> name >> count;
       communicators.store(count);
       printf("communicators 0 0 0 set 0\n");
+      continue;
+    }
+    if (line.rfind("mapped-shape ", 0) == 0) {
+      mscclpp_nccl::LaunchShape scratch{};
+      words >> name >> bytes >> scratch.blocks >> scratch.threads;
+      const mscclpp_nccl::LaunchShape shape = selector.mappedShape(bytes, scratch);
+      printf("mapped-shape %d %d %d\n", shape.blocks, shape.threads, shape.earlyLaunch ? 1 : 0);
       continue;
     }
     if (line.rfind("maps ", 0) == 0) {

@@ -281,7 +281,8 @@ def maps(driver: Path, comm: Comm, queries: list[str], table: str = NO_TABLE, al
 @pytest.mark.parametrize("table", [NO_TABLE, str(SHIPPED)])
 def test_mapped_zero_copy_where_a_chunked_kernel_falls_back(driver: Path, table: str) -> None:
     """Outside windows: all_reduce from 1 MB and exchanges from 2 MB ranges, wherever the scratch choice
-    is the chunked kernel that can stand down; never send/recv, PreMulSum or a forced algorithm."""
+    is the chunked schedule (which the mapped kernel runs itself when the ranks agree on scratch); never
+    send/recv, PreMulSum or a forced algorithm."""
     comm = COMMS[4]
     queries = ["all_reduce 2 33554432 0", "all_gather 2 33554432 0", "broadcast 4 4194304 0"]
     queries += ["reduce 4 2097152 0", "all_reduce 2 524288 0", "broadcast 4 2097151 0"]
@@ -293,6 +294,23 @@ def test_mapped_zero_copy_where_a_chunked_kernel_falls_back(driver: Path, table:
         driver, comm, ["all_reduce 2 33554432 0", "all_gather 2 33554432 0"], table, algo=CHUNKED[0]
     )
     assert forced == [False, True], "a forced all_reduce algorithm must be exactly what runs"
+
+
+def test_mapped_shape_serves_both_schedules(driver: Path) -> None:
+    """The one kernel of a mapped call needs the zero-copy grid and the chunked fallback's grid: the larger
+    of each dimension, launched early only where that grid is small enough."""
+    comm = COMMS[4]
+    text = "mapped-shape 33554432 8 512\nmapped-shape 33554432 64 256\nmapped-shape 4096 4 128\n"
+    proc = subprocess.run(
+        [str(driver), *comm.args()], input=text, capture_output=True, text=True, env=driver_env()
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split()[1:] for line in proc.stdout.splitlines()]
+    direct = min(comm.resident_blocks, 64)  # 32 MB: the whole zero-copy grid
+    assert rows[0] == [str(direct), "512", "0"]
+    assert rows[1] == [str(max(direct, 64)), "512", "0"]
+    early = comm.resident_blocks >= 2 * EARLY_LAUNCH_MAX_BLOCKS
+    assert rows[2] == ["4", "512", str(int(early))]  # 4 KB: one zero-copy block, the chunked grid's four
 
 
 def test_zero_copy_default_shape(driver: Path) -> None:

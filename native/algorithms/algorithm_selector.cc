@@ -246,7 +246,7 @@ bool AlgorithmSelector::mapsBuffers(Collective collective, size_t elementBytes, 
       bytes < (allReduce ? kZeroCopyMinBytes : kExchangeZeroCopyMinBytes) ||
       forced_[static_cast<int>(collective)].algorithm)
     return false;
-  // The fallback must be a chunked kernel, the kind that can stand down when zero-copy did the work.
+  // The fallback must be the chunked schedule, which the mapped kernel runs itself.
   const AlgorithmId fallback =
       allReduce ? AlgorithmId::kAllReduceTwoShotChunked : AlgorithmId::kExchangeChunked;
   return nranks_ <= kMaxZeroCopyRanks && choose(collective, elementBytes, bytes).algorithm->id == fallback;
@@ -256,19 +256,22 @@ LaunchShape AlgorithmSelector::directShape(size_t bytes) const {
   return shapeFor(algorithm(AlgorithmId::kAllReduceZeroCopy), TuningChoice{}, bytes);
 }
 
+LaunchShape AlgorithmSelector::mappedShape(size_t bytes, const LaunchShape& scratch) const {
+  // One grid serves both: the zero-copy partition spreads over all of it, the chunked schedule takes
+  // its own blocks (both at most 64, within the rank's co-resident share).
+  LaunchShape shape = directShape(bytes);
+  shape.blocks = std::max(shape.blocks, scratch.blocks);
+  shape.threads = std::max(shape.threads, scratch.threads);
+  shape.earlyLaunch = shape.blocks <= earlyLaunchBlocks();
+  return shape;
+}
+
 namespace {
 
 void logChoice(Collective collective, size_t bytes, DataType type, const Choice& choice) {
   MSCCLPP_INFO(kTuning, "%s %zu bytes %s: %s (%s), %d blocks x %d threads, %zu-byte chunks",
                collectiveName(collective), bytes, dataTypeName(type), choice.algorithm->name, choice.source,
                choice.shape.blocks, choice.shape.threads, choice.shape.chunkBytes);
-}
-
-// The ticket a mapped call's kernels match their decision with: the call's own, or inside graph capture
-// (where calls get none) any nonzero value; neither kernel publishes it.
-uint64_t decisionTicket(uint64_t ticket) {
-  static std::atomic<uint64_t> captured{uint64_t{1} << 62};
-  return ticket != 0 ? ticket : captured.fetch_add(1, std::memory_order_relaxed);
 }
 
 // "ready": this rank's buffers are mapped by every peer (zero-copy runs if every rank's are).
@@ -280,17 +283,15 @@ void logMapped(Collective collective, size_t bytes, DataType type, const MappedC
                scratch.algorithm->name, scratch.source);
 }
 
-// A mapped call: the mapped kernel, then the chunked kernel, which stands down where the first went
-// zero-copy (both launched on every rank, whatever each decides).
-template <typename Args, typename LaunchMapped, typename LaunchChunked>
-Status runMapped(const Transports& transports, Collective collective, size_t bytes, Args call,
-                 const MappedCall& mapped, LaunchShape shape, const Choice& scratch, cudaStream_t stream,
-                 LaunchMapped launchMapped, LaunchChunked launchChunked) {
+// A mapped call: one kernel on every rank, which goes zero-copy where every rank's buffers are mapped
+// by every peer and else runs the chunked schedule of `scratch` itself.
+template <typename Args, typename LaunchMapped>
+Status runMapped(const Transports& transports, const AlgorithmSelector& selector, Collective collective,
+                 size_t bytes, const Args& call, const MappedCall& mapped, size_t movedBytes,
+                 const Choice& scratch, cudaStream_t stream, LaunchMapped launchMapped) {
+  const LaunchShape shape = selector.mappedShape(movedBytes, scratch.shape);
   logMapped(collective, bytes, call.type, mapped, shape, scratch);
-  call.ticket = decisionTicket(call.ticket);
-  MSCCLPP_TRY(launchMapped(transports.direct, call, mapped, shape, stream));
-  call.skipWhen = transports.direct.decision;
-  return launchChunked(transports.lanes, call, scratch.shape, stream);
+  return launchMapped(transports.direct, transports.lanes, call, mapped, shape, scratch.shape, stream);
 }
 
 }  // namespace
@@ -301,9 +302,9 @@ Status runAllReduce(const Transports& transports, const AlgorithmSelector& selec
   *published = 0;
   const size_t bytes = args.count * dataTypeSize(args.type);
   if (mapped)
-    return runMapped(transports, Collective::kAllReduce, bytes, args, *mapped, selector.directShape(bytes),
+    return runMapped(transports, selector, Collective::kAllReduce, bytes, args, *mapped, bytes,
                      selector.choose(Collective::kAllReduce, dataTypeSize(args.type), bytes), stream,
-                     launchAllReduceMapped, launchAllReduceTwoShotChunked);
+                     launchAllReduceMapped);
   // Zero-copy reads peers' inputs raw: PreMulSum's per-rank scalars would have to travel too.
   const bool registered = direct != nullptr && !args.op.scaling.preMultiply;
   Choice choice = selector.choose(Collective::kAllReduce, dataTypeSize(args.type), bytes, registered);
@@ -328,10 +329,10 @@ Status runExchange(const Transports& transports, const AlgorithmSelector& select
                    const MappedCall* mapped, cudaStream_t stream, uint64_t* published) {
   *published = 0;
   if (mapped)
-    return runMapped(transports, args.collective, args.rangeBytes, args, *mapped,
-                     selector.directShape(args.rangeBytes * transports.direct.nranks),
+    return runMapped(transports, selector, args.collective, args.rangeBytes, args, *mapped,
+                     args.rangeBytes * transports.direct.nranks,
                      selector.choose(args.collective, dataTypeSize(args.type), args.rangeBytes), stream,
-                     launchExchangeMapped, launchExchangeChunked);
+                     launchExchangeMapped);
   Choice choice = selector.choose(args.collective, dataTypeSize(args.type), args.rangeBytes);
   logChoice(args.collective, args.rangeBytes, args.type, choice);
   if (choice.algorithm->id == AlgorithmId::kExchangeChunked)

@@ -48,12 +48,15 @@ class AlgorithmSelector {
 
   // `registered`: the call's buffers lie in windows that every rank mapped (zero-copy is possible).
   Choice choose(Collective collective, size_t elementBytes, size_t bytes, bool registered = false) const;
-  // Whether a call outside windows goes through a mapped zero-copy kernel (with the chunked kernel after
-  // it for calls where some rank's buffers are not mapped yet): an all-reduce of `bytes`, or an exchange
+  // Whether a call outside windows goes through a mapped zero-copy kernel (which runs the chunked schedule
+  // itself for calls where some rank's buffers are not mapped yet): an all-reduce of `bytes`, or an exchange
   // of `bytes` per range. The same on every rank.
   bool mapsBuffers(Collective collective, size_t elementBytes, size_t bytes, bool preMultiply) const;
   // The grid of a zero-copy kernel that moves `bytes` in all.
   LaunchShape directShape(size_t bytes) const;
+  // The grid of a mapped zero-copy kernel that moves `bytes` in all and falls back on the chunked kernel
+  // of grid `scratch` (it runs that schedule itself): large enough for both.
+  LaunchShape mappedShape(size_t bytes, const LaunchShape& scratch) const;
   // The largest grid of a packet kernel (p2p included).
   int maxBlocks() const { return std::min(residentBlocks_, kMaxPacketBlocks); }
   // Lanes per pair of ranks: the largest grid of a chunked kernel.

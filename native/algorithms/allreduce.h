@@ -20,9 +20,6 @@ struct AllReduceArgs {
   DataType type;
   ReduceOp op;
   uint64_t ticket = 0;  // nonzero: packet kernels publish it when done (native/device/step_sequence.cuh)
-  // Set: the chunked kernel does nothing when it holds `ticket` (the mapped zero-copy kernel queued just
-  // before it did the work).
-  const uint64_t* skipWhen = nullptr;
 };
 
 // How a kernel is launched: its grid, and how many bytes each block moves per peer in one step (at
@@ -49,6 +46,9 @@ Status launchAllReduceTwoShotPacket(const PacketComm& comm, const AllReduceArgs&
 // chunk written to every peer in the pass that computes it. For large messages.
 Status launchAllReduceTwoShotChunked(const LaneComm& comm, const AllReduceArgs& args, LaunchShape shape,
                                      cudaStream_t stream);
+// Its schedule for a grid of `shape`: the segment each rank owns, and the rounds of chunks.
+Status allReduceLaneSchedule(const LaneComm& comm, const AllReduceArgs& args, LaunchShape shape,
+                             size_t* segmentBytes, LaneSchedule* schedule);
 
 // Zero-copy two-shot for buffers in windows: rank r reads segment r of every rank's input directly,
 // reduces it and writes it into every rank's output. One read and one write of the message per rank.
@@ -57,10 +57,11 @@ Status launchAllReduceZeroCopy(const ZeroCopyComm& comm, const AllReduceArgs& ar
                                const PeerBuffers& recv, LaunchShape shape, cudaStream_t stream);
 
 // Zero-copy for buffers anywhere: every rank posts where its peers find its buffers (`mine`) and, where
-// every rank's are mapped by every peer, all go zero-copy as above. Else none does, and the two-shot
-// chunked kernel launched right after it with `skipWhen` = comm.decision does the work. Every rank
-// launches both, so the ranks never disagree on the kernels.
-Status launchAllReduceMapped(const ZeroCopyComm& comm, const AllReduceArgs& args, const MappedCall& mine,
-                             LaunchShape shape, cudaStream_t stream);
+// every rank's are mapped by every peer, all go zero-copy as above. Else none does, and the same kernel
+// runs the two-shot chunked schedule over `lanes` for a grid of `scratch`. One kernel on `shape`, whose
+// grid is at least scratch's (AlgorithmSelector::mappedShape).
+Status launchAllReduceMapped(const ZeroCopyComm& comm, const LaneComm& lanes, const AllReduceArgs& args,
+                             const MappedCall& mine, LaunchShape shape, LaunchShape scratch,
+                             cudaStream_t stream);
 
 }  // namespace mscclpp_nccl

@@ -1,87 +1,41 @@
-#include "native/algorithms/allreduce.h"
+#include "native/algorithms/allreduce_two_shot_chunked.cuh"
 #include "native/algorithms/kernel_launch.h"
-#include "native/algorithms/lane_kernel.cuh"
-#include "native/algorithms/packet_kernel.cuh"
-#include "native/algorithms/zero_copy_kernel.cuh"
 #include "native/common/logging.h"
 #include "native/device/dependent_launch.cuh"
 
 namespace mscclpp_nccl {
 namespace {
 
-// The input is cut into nranks segments of `segmentBytes` (a multiple of 16, so every segment keeps
-// the buffers' alignment); rank r owns segment r. Each round, block b handles bytes
-// [first, first + chunkBytes) of every segment:
-//   reduce-scatter: write that chunk of segment p into peer p's slot;
-//   reduce: combine this rank's chunk with the peers' in rank order, store it, and write it into
-//           every peer's next slot in the same pass;
-//   all-gather: store the peers' reduced chunks.
-// Every rank's result is the one its owner computed, so all ranks hold the same bits.
+// The schedule of allreduce_two_shot_chunked.cuh as a kernel of its own.
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kLaneThreads)
-    allReduceTwoShotChunkedKernel(LaneComm comm, AllReduceArgs args, size_t segmentBytes, size_t chunkBytes,
-                                  int rounds) {
+    allReduceTwoShotChunkedKernel(LaneComm comm, AllReduceArgs args, size_t segmentBytes,
+                                  LaneSchedule schedule) {
   enterKernel();
-  if (zeroCopyRanInstead(args.skipWhen, args.ticket)) return;
-  __shared__ LaneSlots slots;
-  LaneBlock lane(comm, slots);
-  const int me = comm.rank;
-  const size_t bytes = args.count * sizeof(T);
-  const bool scale = args.op.scaling.preMultiply;
-  const auto scalar = scale ? loadScalar<T>(args.op.scaling) : typename ElementTraits<T>::Acc(1);
-  const char* send = static_cast<const char*>(args.send);
-  char* recv = static_cast<char*>(args.recv);
-  auto everyPeer = [](int) { return true; };
-  auto lengthIn = [&](int segment, size_t first) -> size_t {
-    size_t start = segment * segmentBytes + first;
-    size_t end = min(bytes, (segment + 1) * segmentBytes);
-    return start < end ? min(end - start, chunkBytes) : 0;
-  };
-
-  for (int round = 0; round < rounds; ++round) {
-    const size_t first = (static_cast<size_t>(round) * gridDim.x + blockIdx.x) * chunkBytes;
-    if (first >= segmentBytes) break;  // the same on every rank: lanes stay in step
-
-    if (!lane.acquireSend(everyPeer)) return;
-    for (int k = 1; k < comm.nranks; ++k) {
-      const int peer = peerAfter(me, k, comm.nranks);
-      const size_t n = lengthIn(peer, first);
-      copyChunk<T>(slotChunk(lane.sendSlot(peer), n), userChunk(send + peer * segmentBytes + first, n), n,
-                   scale, scalar);
-    }
-    lane.postSend(everyPeer);
-
-    if (!lane.acquireRecv(everyPeer) || !lane.acquireSend(everyPeer)) return;
-    const size_t offset = me * segmentBytes + first;
-    reduceChunk<T, Op>(lane, send + offset, recv + offset, lengthIn(me, first), scale, scalar,
-                       args.op.scaling.postDivisor, true);
-    lane.releaseRecv(everyPeer);
-    lane.postSend(everyPeer);
-
-    if (!lane.acquireRecv(everyPeer)) return;
-    for (int k = 1; k < comm.nranks; ++k) {
-      const int peer = peerBefore(me, k, comm.nranks);
-      const size_t n = lengthIn(peer, first);
-      copyChunk<T>(userChunk(recv + peer * segmentBytes + first, n), slotChunk(lane.recvSlot(peer), n), n,
-                   false, scalar);
-    }
-    lane.releaseRecv(everyPeer);
-  }
+  allReduceTwoShotChunked<T, Op>(comm, args, segmentBytes, schedule);
 }
 
 }  // namespace
 
+Status allReduceLaneSchedule(const LaneComm& comm, const AllReduceArgs& args, LaunchShape shape,
+                             size_t* segmentBytes, LaneSchedule* schedule) {
+  *segmentBytes =
+      divCeil(divCeil(args.count * dataTypeSize(args.type), comm.nranks), kLaneAlignment) * kLaneAlignment;
+  schedule->chunkBytes = shape.chunkBytes;
+  schedule->blocks = shape.blocks;
+  return kernelRounds(*segmentBytes, shape.chunkBytes * shape.blocks, "all-reduce (two-shot chunked)",
+                      &schedule->rounds);
+}
+
 Status launchAllReduceTwoShotChunked(const LaneComm& comm, const AllReduceArgs& args, LaunchShape shape,
                                      cudaStream_t stream) {
-  const size_t segmentBytes =
-      divCeil(divCeil(args.count * dataTypeSize(args.type), comm.nranks), kLaneAlignment) * kLaneAlignment;
-  int rounds = 0;
-  MSCCLPP_TRY(
-      kernelRounds(segmentBytes, shape.chunkBytes * shape.blocks, "all-reduce (two-shot chunked)", &rounds));
+  size_t segmentBytes = 0;
+  LaneSchedule schedule{};
+  MSCCLPP_TRY(allReduceLaneSchedule(comm, args, shape, &segmentBytes, &schedule));
   auto launch = [&](auto type, auto op) {
     return launchKernel(allReduceTwoShotChunkedKernel<Tagged<decltype(type)>, Tagged<decltype(op)>>,
                         shape.blocks, shape.threads, shape.earlyLaunch, stream, comm, args, segmentBytes,
-                        shape.chunkBytes, rounds);
+                        schedule);
   };
   return launched(dispatchReduce(args.type, args.op.op, launch), "all-reduce (two-shot chunked)");
 }

@@ -1,4 +1,4 @@
-#include "native/algorithms/allreduce.h"
+#include "native/algorithms/allreduce_two_shot_chunked.cuh"
 #include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/lane_kernel.cuh"
 #include "native/algorithms/packet_kernel.cuh"
@@ -95,14 +95,15 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
   const uint64_t call = comm.calls[blockIdx.x] + 1;
   if (!peerBarrier(comm.localFlags, comm.peerFlags, 0, me, nranks, call, wait)) return;
   if (!reduceAndFinish<T, Op>(comm, args, part, call, wait)) return;
-  endZeroCopyCall(comm, call, false, true, 0);
+  endZeroCopyCall(comm, call);
 }
 
-// Any buffers: where every rank's are mapped by every peer (zero_copy_kernel.cuh), as above.
+// Any buffers: where every rank's are mapped by every peer (zero_copy_kernel.cuh), as above; else the
+// two-shot chunked schedule over `lanes` (allreduce_two_shot_chunked.cuh), in this kernel.
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kZeroCopyThreads)
-    allReduceMappedKernel(ZeroCopyComm comm, AllReduceArgs args, MappedCall mine, size_t segmentBytes,
-                          size_t blockBytes) {
+    allReduceMappedKernel(ZeroCopyComm comm, AllReduceArgs args, MappedCall mine, LaneComm lanes,
+                          LaneSchedule scratch, size_t segmentBytes, size_t blockBytes) {
   enterKernel();
   __shared__ DirectPart part;
   const int me = comm.rank;
@@ -117,9 +118,11 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
           setRankBuffers(part, r, mappedBuffer(comm, r, theirs.send), mappedBuffer(comm, r, theirs.recv));
       });
   if (agreed == MappedAgreement::kAbandoned) return;
-  const bool zeroCopy = agreed == MappedAgreement::kZeroCopy;
-  if (zeroCopy && !reduceAndFinish<T, Op>(comm, args, part, call, wait)) return;
-  endZeroCopyCall(comm, call, true, zeroCopy, args.ticket);
+  endZeroCopyCall(comm, call);  // the next call's barriers count from here, whichever way this one goes
+  if (agreed == MappedAgreement::kZeroCopy)
+    reduceAndFinish<T, Op>(comm, args, part, call, wait);
+  else
+    allReduceTwoShotChunked<T, Op>(lanes, args, segmentBytes, scratch);
 }
 
 template <typename Kernel, typename... Buffers>
@@ -152,15 +155,19 @@ Status launchAllReduceZeroCopy(const ZeroCopyComm& comm, const AllReduceArgs& ar
   return dispatchReduce(args.type, args.op.op, launch);
 }
 
-Status launchAllReduceMapped(const ZeroCopyComm& comm, const AllReduceArgs& args, const MappedCall& mine,
-                             LaunchShape shape, cudaStream_t stream) {
+Status launchAllReduceMapped(const ZeroCopyComm& comm, const LaneComm& lanes, const AllReduceArgs& args,
+                             const MappedCall& mine, LaunchShape shape, LaunchShape scratch,
+                             cudaStream_t stream) {
   MSCCLPP_TRY(checkDirect(comm, args, shape));
-  if (!comm.mappedTable || !comm.decision || args.ticket == 0)
-    return fail(Status::kInternalError, "all-reduce (mapped zero-copy) without its tables");
+  if (!comm.mappedTable || scratch.blocks > shape.blocks || shape.threads < scratch.threads)
+    return fail(Status::kInternalError, "all-reduce (mapped zero-copy) without its tables or grid");
+  size_t segmentBytes = 0;
+  LaneSchedule schedule{};
+  MSCCLPP_TRY(allReduceLaneSchedule(lanes, args, scratch, &segmentBytes, &schedule));
   auto launch = [&](auto type, auto op) {
     using T = Tagged<decltype(type)>;
     return launchDirect(allReduceMappedKernel<T, Tagged<decltype(op)>>, comm, args, sizeof(T), shape, stream,
-                        mine);
+                        mine, lanes, schedule);
   };
   return dispatchReduce(args.type, args.op.op, launch);
 }

@@ -37,9 +37,6 @@ struct ExchangeArgs {
   ReduceOp op;
   uint64_t ticket = 0;  // nonzero: the packet kernel publishes it when done (native/device/step_sequence.cuh)
   Collective collective = Collective::kAllGather;  // names the kernel (collective_names.cuh)
-  // Set: the chunked kernel does nothing when it holds `ticket` (the mapped zero-copy kernel queued just
-  // before it did the work).
-  const uint64_t* skipWhen = nullptr;
 };
 
 Status launchExchange(const PacketComm& comm, const ExchangeArgs& args, LaunchShape shape,
@@ -48,12 +45,15 @@ Status launchExchange(const PacketComm& comm, const ExchangeArgs& args, LaunchSh
 // The same exchange over lanes (plain chunks and semaphores): for large ranges.
 Status launchExchangeChunked(const LaneComm& comm, const ExchangeArgs& args, LaunchShape shape,
                              cudaStream_t stream);
+// Its schedule for a grid of `shape`.
+Status exchangeLaneSchedule(const ExchangeArgs& args, LaunchShape shape, LaneSchedule* schedule);
 
 // The same exchange with no scratch, on buffers anywhere (transport/mapped_allocations.h): where every
 // rank's are mapped by every peer, each rank pulls what its peers send it straight from their sources;
-// else none does, and the chunked exchange launched right after it with `skipWhen` = comm.decision
-// does the work. Not for PreMulSum.
-Status launchExchangeMapped(const ZeroCopyComm& comm, const ExchangeArgs& args, const MappedCall& mine,
-                            LaunchShape shape, cudaStream_t stream);
+// else none does, and the same kernel runs the chunked exchange's schedule over `lanes` for a grid of
+// `scratch`. One kernel on `shape`, whose grid is at least scratch's. Not for PreMulSum.
+Status launchExchangeMapped(const ZeroCopyComm& comm, const LaneComm& lanes, const ExchangeArgs& args,
+                            const MappedCall& mine, LaunchShape shape, LaunchShape scratch,
+                            cudaStream_t stream);
 
 }  // namespace mscclpp_nccl

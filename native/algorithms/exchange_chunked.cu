@@ -1,81 +1,37 @@
 #include "native/algorithms/collective_names.cuh"
-#include "native/algorithms/exchange.h"
+#include "native/algorithms/exchange_chunked.cuh"
 #include "native/algorithms/kernel_launch.h"
-#include "native/algorithms/lane_kernel.cuh"
-#include "native/algorithms/packet_kernel.cuh"
-#include "native/algorithms/zero_copy_kernel.cuh"
 #include "native/common/logging.h"
 #include "native/device/dependent_launch.cuh"
 
 namespace mscclpp_nccl {
 namespace {
 
-// The exchange of exchange_packet.cu over lanes: each round, block b moves bytes [first, first + n)
-// of every range. It writes its chunk of range p into peer p's slot, then reads (or reduces) what the
-// peers sent. Lanes carry their own flow control, so a rank only touches the lanes it uses: no tokens.
-// A block reads every range's chunk before it writes any, and no other block touches that chunk,
-// so in-place calls are safe.
+// The schedule of exchange_chunked.cuh as a kernel of its own (Name names it in profiles).
 template <typename Name, typename T, typename Op, bool kReduce>
 __global__ void __launch_bounds__(kLaneThreads)
-    exchangeChunkedKernel(LaneComm comm, ExchangeArgs args, size_t chunkBytes, int rounds) {
+    exchangeChunkedKernel(LaneComm comm, ExchangeArgs args, LaneSchedule schedule) {
   enterKernel();
-  if (zeroCopyRanInstead(args.skipWhen, args.ticket)) return;
-  __shared__ LaneSlots slots;
-  LaneBlock lane(comm, slots);
-  const int me = comm.rank;
-  const bool scale = kReduce && args.op.scaling.preMultiply;
-  const auto scalar = scale ? loadScalar<T>(args.op.scaling) : typename ElementTraits<T>::Acc(1);
-  const char* src = static_cast<const char*>(args.src);
-  char* dst = static_cast<char*>(args.dst);
-  auto sendsTo = [&](int rank) { return peerSetHas(args.sendTo, rank, args.root); };
-  auto receivesFrom = [&](int rank) { return peerSetHas(args.recvFrom, rank, args.root); };
-
-  for (int round = 0; round < rounds; ++round) {
-    const size_t first = (static_cast<size_t>(round) * gridDim.x + blockIdx.x) * chunkBytes;
-    if (first >= args.rangeBytes) break;  // the same on every rank: lanes stay in step
-    const size_t n = min(chunkBytes, args.rangeBytes - first);
-
-    if (!lane.acquireSend(sendsTo)) return;
-    for (int k = 1; k < comm.nranks; ++k) {
-      const int peer = peerAfter(me, k, comm.nranks);
-      if (sendsTo(peer))
-        copyChunk<T>(slotChunk(lane.sendSlot(peer), n), userChunk(src + peer * args.srcStride + first, n), n,
-                     scale, scalar);
-    }
-    lane.postSend(sendsTo);
-
-    const bool reduceHere = kReduce && args.recvFrom == PeerSet::kAll;
-    const bool selfCopy = !reduceHere && sendsTo(me) && receivesFrom(me);
-    if (!lane.acquireRecv(receivesFrom)) return;
-    if (reduceHere) {
-      reduceChunk<T, Op>(lane, src + me * args.srcStride + first, dst + me * args.dstStride + first, n, scale,
-                         scalar, args.op.scaling.postDivisor, false);
-    } else {
-      if (selfCopy)
-        copyChunk<T>(userChunk(dst + me * args.dstStride + first, n),
-                     userChunk(src + me * args.srcStride + first, n), n, false, scalar);
-      for (int k = 1; k < comm.nranks; ++k) {
-        const int peer = peerBefore(me, k, comm.nranks);
-        if (receivesFrom(peer))
-          copyChunk<T>(userChunk(dst + peer * args.dstStride + first, n), slotChunk(lane.recvSlot(peer), n),
-                       n, false, scalar);
-      }
-    }
-    lane.releaseRecv(receivesFrom);
-  }
+  exchangeChunked<T, Op, kReduce>(comm, args, schedule);
 }
 
 }  // namespace
 
+Status exchangeLaneSchedule(const ExchangeArgs& args, LaunchShape shape, LaneSchedule* schedule) {
+  schedule->chunkBytes = shape.chunkBytes;
+  schedule->blocks = shape.blocks;
+  return kernelRounds(args.rangeBytes, shape.chunkBytes * shape.blocks, "chunked exchange",
+                      &schedule->rounds);
+}
+
 Status launchExchangeChunked(const LaneComm& comm, const ExchangeArgs& args, LaunchShape shape,
                              cudaStream_t stream) {
-  int rounds = 0;
-  MSCCLPP_TRY(kernelRounds(args.rangeBytes, shape.chunkBytes * shape.blocks, "chunked exchange", &rounds));
+  LaneSchedule schedule{};
+  MSCCLPP_TRY(exchangeLaneSchedule(args, shape, &schedule));
   auto launch = [&](auto name, auto reduce, auto type, auto op) {
     return launchKernel(exchangeChunkedKernel<Tagged<decltype(name)>, Tagged<decltype(type)>,
                                               Tagged<decltype(op)>, decltype(reduce)::value>,
-                        shape.blocks, shape.threads, shape.earlyLaunch, stream, comm, args, shape.chunkBytes,
-                        rounds);
+                        shape.blocks, shape.threads, shape.earlyLaunch, stream, comm, args, schedule);
   };
   return launched(dispatchExchange(args.collective, args.reduce, args.type, args.op.op, launch),
                   "chunked exchange");

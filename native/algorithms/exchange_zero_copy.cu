@@ -1,5 +1,5 @@
 #include "native/algorithms/collective_names.cuh"
-#include "native/algorithms/exchange.h"
+#include "native/algorithms/exchange_chunked.cuh"
 #include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/lane_kernel.cuh"
 #include "native/algorithms/packet_kernel.cuh"
@@ -32,11 +32,12 @@ __device__ __forceinline__ void reduceRanges(const char* const* sources, const i
 // A reduce is spread instead: rank r reduces segment r of the range (`segmentBytes`, blocks taking
 // `blockBytes` of it) from every rank's source into the root's destination, so every rank's share of
 // the GPU works on it, not the root's alone. Only rank r touches segment r, reading each unit of it
-// before writing it, so in place is safe too.
+// before writing it, so in place is safe too. Where the ranks agree on scratch instead, the kernel runs
+// the chunked exchange's schedule over `lanes` (exchange_chunked.cuh).
 template <typename Name, typename T, typename Op, bool kReduce>
 __global__ void __launch_bounds__(kZeroCopyThreads)
-    exchangeMappedKernel(ZeroCopyComm comm, ExchangeArgs args, MappedCall mine, size_t segmentBytes,
-                         size_t blockBytes) {
+    exchangeMappedKernel(ZeroCopyComm comm, ExchangeArgs args, MappedCall mine, LaneComm lanes,
+                         LaneSchedule scratch, size_t segmentBytes, size_t blockBytes) {
   enterKernel();
   __shared__ const char* sources[kMaxZeroCopyRanks];  // this block's part of rank r's range `me`
   __shared__ int sourceAlignment[kMaxZeroCopyRanks];
@@ -58,39 +59,44 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
           rootDestination = r == me ? static_cast<char*>(args.dst) : mappedBuffer(comm, r, theirs.recv);
       });
   if (agreed == MappedAgreement::kAbandoned) return;
-  const bool zeroCopy = agreed == MappedAgreement::kZeroCopy;
-  if (zeroCopy) {
-    const size_t n = first < segmentEnd ? min(blockBytes, segmentEnd - first) : 0;
-    char* dst = static_cast<char*>(args.dst);
-    auto receivesFrom = [&](int r) { return peerSetHas(args.recvFrom, r, args.root); };
-    if (kReduce && (spread || args.recvFrom == PeerSet::kAll)) {
-      const ChunkRef out = userChunk(spread ? rootDestination + first : dst + me * args.dstStride + first, n);
-      bool aligned = out.alignment == 16;
-      for (int r = threadIdx.x; r < nranks; r += blockDim.x) aligned = aligned && sourceAlignment[r] == 16;
-      if (__syncthreads_and(aligned))
-        reduceRanges<T, Op, true>(sources, sourceAlignment, out, n, nranks, args.op.scaling.postDivisor);
-      else
-        reduceRanges<T, Op, false>(sources, sourceAlignment, out, n, nranks, args.op.scaling.postDivisor);
-    } else if (!kReduce) {
-      for (int k = 0; k < nranks; ++k) {
-        const int r = (me + k) % nranks;  // own range first, then the peers in turn
-        if (!receivesFrom(r) || (r == me && !peerSetHas(args.sendTo, me, args.root))) continue;
-        copyChunk<T>(userChunk(dst + r * args.dstStride + first, n), userChunk(sources[r], n), n, false,
-                     typename ElementTraits<T>::Acc(1));
-      }
-    }
-    if (!finishZeroCopyCall(comm, call, wait)) return;
+  endZeroCopyCall(comm, call);  // the next call's barriers count from here, whichever way this one goes
+  if (agreed == MappedAgreement::kScratch) {
+    exchangeChunked<T, Op, kReduce>(lanes, args, scratch);
+    return;
   }
-  endZeroCopyCall(comm, call, true, zeroCopy, args.ticket);
+  const size_t n = first < segmentEnd ? min(blockBytes, segmentEnd - first) : 0;
+  char* dst = static_cast<char*>(args.dst);
+  auto receivesFrom = [&](int r) { return peerSetHas(args.recvFrom, r, args.root); };
+  if (kReduce && (spread || args.recvFrom == PeerSet::kAll)) {
+    const ChunkRef out = userChunk(spread ? rootDestination + first : dst + me * args.dstStride + first, n);
+    bool aligned = out.alignment == 16;
+    for (int r = threadIdx.x; r < nranks; r += blockDim.x) aligned = aligned && sourceAlignment[r] == 16;
+    if (__syncthreads_and(aligned))
+      reduceRanges<T, Op, true>(sources, sourceAlignment, out, n, nranks, args.op.scaling.postDivisor);
+    else
+      reduceRanges<T, Op, false>(sources, sourceAlignment, out, n, nranks, args.op.scaling.postDivisor);
+  } else if (!kReduce) {
+    for (int k = 0; k < nranks; ++k) {
+      const int r = (me + k) % nranks;  // own range first, then the peers in turn
+      if (!receivesFrom(r) || (r == me && !peerSetHas(args.sendTo, me, args.root))) continue;
+      copyChunk<T>(userChunk(dst + r * args.dstStride + first, n), userChunk(sources[r], n), n, false,
+                   typename ElementTraits<T>::Acc(1));
+    }
+  }
+  finishZeroCopyCall(comm, call, wait);
 }
 
 }  // namespace
 
-Status launchExchangeMapped(const ZeroCopyComm& comm, const ExchangeArgs& args, const MappedCall& mine,
-                            LaunchShape shape, cudaStream_t stream) {
+Status launchExchangeMapped(const ZeroCopyComm& comm, const LaneComm& lanes, const ExchangeArgs& args,
+                            const MappedCall& mine, LaunchShape shape, LaunchShape scratch,
+                            cudaStream_t stream) {
   if ((args.reduce && args.op.scaling.preMultiply) || comm.nranks > kMaxZeroCopyRanks ||
-      shape.blocks > kMaxZeroCopyBlocks || !comm.mappedTable || !comm.decision || args.ticket == 0)
+      shape.blocks > kMaxZeroCopyBlocks || !comm.mappedTable || scratch.blocks > shape.blocks ||
+      shape.threads < scratch.threads)
     return fail(Status::kInternalError, "zero-copy exchange given a call it does not serve");
+  LaneSchedule schedule{};
+  MSCCLPP_TRY(exchangeLaneSchedule(args, scratch, &schedule));
   auto aligned = [](size_t bytes) { return divCeil(bytes, kLaneAlignment) * kLaneAlignment; };
   // A reduce is spread over the ranks in segments (see the kernel); the rest take whole ranges.
   const size_t segmentBytes = args.reduce && args.collective == Collective::kReduce
@@ -100,8 +106,8 @@ Status launchExchangeMapped(const ZeroCopyComm& comm, const ExchangeArgs& args, 
   auto launch = [&](auto name, auto reduce, auto type, auto op) {
     return launchKernel(exchangeMappedKernel<Tagged<decltype(name)>, Tagged<decltype(type)>,
                                              Tagged<decltype(op)>, decltype(reduce)::value>,
-                        shape.blocks, shape.threads, shape.earlyLaunch, stream, comm, args, mine,
-                        segmentBytes, blockBytes);
+                        shape.blocks, shape.threads, shape.earlyLaunch, stream, comm, args, mine, lanes,
+                        schedule, segmentBytes, blockBytes);
   };
   return launched(dispatchExchange(args.collective, args.reduce, args.type, args.op.op, launch),
                   "zero-copy exchange");

@@ -37,6 +37,15 @@ struct LaneComm {
   WaitControl wait;
 };
 
+// How a chunked schedule splits its bytes: `blocks` lanes, each moving `chunkBytes` per peer range in a
+// round, for `rounds` rounds. A kernel with more blocks than `blocks` (a mapped zero-copy kernel that runs
+// the chunked schedule when its ranks agree on scratch) leaves the rest out of it.
+struct LaneSchedule {
+  size_t chunkBytes;
+  int rounds;
+  int blocks;
+};
+
 // Scratch layout: data[block][sender][stage][slotBytes], ready[block][sender], freed[block][receiver].
 __host__ __device__ inline size_t laneDataBytes(int blocks, int nranks, size_t slotBytes) {
   return static_cast<size_t>(blocks) * nranks * kLaneStages * slotBytes;

@@ -44,7 +44,6 @@ struct ZeroCopyComm {
   uint64_t* const* peerFlags;  // device array: every rank's flags as mapped here (own entry too)
   uint64_t* calls;             // [block]: calls this block index has run
   char* const* mappedTable;    // [rank][kMaxMappedAllocations]: peers' allocations mapped here (or null)
-  uint64_t* decision;          // the ticket of the last call that went zero-copy on mapped buffers, else 0
   WaitControl wait;
 };
 

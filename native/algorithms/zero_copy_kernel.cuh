@@ -1,7 +1,7 @@
 // Device side of zero-copy calls on mapped buffers (transport/mapped_allocations.h): every rank posts
 // how its peers find its buffers with its arrival at the first barrier, and all blocks of all ranks
-// read the same posts, so they all go zero-copy or all leave the call to the scratch kernel queued
-// after it (told through comm.decision). Included by .cu files only.
+// read the same posts, so they all go zero-copy or all run the call's chunked (scratch) schedule in the
+// same kernel. Included by .cu files only.
 #pragma once
 
 #include <cstring>
@@ -57,19 +57,9 @@ __device__ __forceinline__ bool finishZeroCopyCall(const ZeroCopyComm& comm, uin
                      call, wait);
 }
 
-// The scratch kernel queued behind a mapped kernel: true when that kernel went zero-copy for this call
-// (its decision word holds the call's ticket), so there is nothing left to do.
-__device__ __forceinline__ bool zeroCopyRanInstead(const uint64_t* skipWhen, uint64_t ticket) {
-  return skipWhen && *static_cast<const volatile uint64_t*>(skipWhen) == ticket;
-}
-
-// Ends a call on this block: its count, and (block 0 of a mapped call) the decision the scratch kernel
-// after it reads: `ticket` when this call went zero-copy, else 0.
-__device__ __forceinline__ void endZeroCopyCall(const ZeroCopyComm& comm, uint64_t call, bool mapped,
-                                                bool zeroCopy, uint64_t ticket) {
-  if (threadIdx.x != 0) return;
-  comm.calls[blockIdx.x] = call;
-  if (mapped && blockIdx.x == 0) *comm.decision = zeroCopy ? ticket : 0;
+// Counts call `call` as done on this block (the next call's barriers wait for call + 1).
+__device__ __forceinline__ void endZeroCopyCall(const ZeroCopyComm& comm, uint64_t call) {
+  if (threadIdx.x == 0) comm.calls[blockIdx.x] = call;
 }
 
 }  // namespace mscclpp_nccl
