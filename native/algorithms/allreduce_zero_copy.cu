@@ -98,6 +98,15 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
   endZeroCopyCall(comm, call);
 }
 
+// The chunked schedule as a call rather than inlined: inlined, it shares the zero-copy path's registers and
+// pushes both to spill (ptxas: 268 bytes of spill stores for bf16); called, the zero-copy path spills
+// nothing, and the scratch path, taken only until the peers have mapped the buffers, pays the call.
+template <typename T, typename Op>
+__device__ __noinline__ void allReduceScratchFallback(const LaneComm& lanes, const AllReduceArgs& args,
+                                                      size_t segmentBytes, const LaneSchedule& schedule) {
+  allReduceTwoShotChunked<T, Op>(lanes, args, segmentBytes, schedule);
+}
+
 // Any buffers: where every rank's are mapped by every peer (zero_copy_kernel.cuh), as above; else the
 // two-shot chunked schedule over `lanes` (allreduce_two_shot_chunked.cuh), in this kernel.
 template <typename T, typename Op>
@@ -122,7 +131,7 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
   if (agreed == MappedAgreement::kZeroCopy)
     reduceAndFinish<T, Op>(comm, args, part, call, wait);
   else
-    allReduceTwoShotChunked<T, Op>(lanes, args, segmentBytes, scratch);
+    allReduceScratchFallback<T, Op>(lanes, args, segmentBytes, scratch);
 }
 
 template <typename Kernel, typename... Buffers>

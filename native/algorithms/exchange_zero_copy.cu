@@ -23,6 +23,14 @@ __device__ __forceinline__ void reduceRanges(const char* const* sources, const i
       });
 }
 
+// The chunked schedule as a call rather than inlined, so that it does not push the zero-copy path's
+// registers to spill (as in allreduce_zero_copy.cu).
+template <typename T, typename Op, bool kReduce>
+__device__ __noinline__ void exchangeScratchFallback(const LaneComm& lanes, const ExchangeArgs& args,
+                                                     const LaneSchedule& schedule) {
+  exchangeChunked<T, Op, kReduce>(lanes, args, schedule);
+}
+
 // The exchange of exchange_chunked.cu with no scratch: each rank pulls what every peer sends it, range
 // `me` of the peer's source, straight into its destination (or reduces every rank's range `me` into
 // its own range), so each byte is read once and written once. Block b takes bytes
@@ -61,7 +69,7 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
   if (agreed == MappedAgreement::kAbandoned) return;
   endZeroCopyCall(comm, call);  // the next call's barriers count from here, whichever way this one goes
   if (agreed == MappedAgreement::kScratch) {
-    exchangeChunked<T, Op, kReduce>(lanes, args, scratch);
+    exchangeScratchFallback<T, Op, kReduce>(lanes, args, scratch);
     return;
   }
   const size_t n = first < segmentEnd ? min(blockBytes, segmentEnd - first) : 0;
