@@ -454,12 +454,15 @@ Status Communicator::exchange(Collective collective, const ExchangeArgs& args, c
 }
 
 Status Communicator::sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream) {
-  order_.newWork();  // its kernels publish no ticket: the call's end is recorded as an event
+  const uint64_t ticket = order_.newWork();
   for (const P2pOp& op : ops)
     if (op.peer < 0 || op.peer >= nranks_)
       return fail(Status::kInvalidArgument, "peer %d is not a rank of this communicator", op.peer);
-  if (routed_) return routed_->sendRecv(ops, stream);
-  return runSendRecv(transports_, selector_, ops, stream);
+  if (routed_) return routed_->sendRecv(ops, stream);  // a routed communicator hands out no tickets
+  uint64_t published = 0;
+  MSCCLPP_TRY(runSendRecv(transports_, selector_, ops, ticket, stream, &published));
+  order_.published(published);
+  return Status::kSuccess;
 }
 
 Status Communicator::asyncError() const {

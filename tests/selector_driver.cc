@@ -8,7 +8,8 @@
 //     threads chunkBytes source early" (early: 1 when the kernel launches early, as on sm_90).
 //     "sendrecv-plan RANK BYTES" plans rank RANK's group of a send of BYTES to every other rank and a
 //     receive from each, as runSendRecv launches it: one line per non-empty kernel, "packet|chunked K"
-//     (K counts the kernels launched) and its transfers as "s|r PEER" words.
+//     (K counts the kernels launched) and its transfers as "s|r PEER" words; "ticket K" where kernel K
+//     was given the call's ticket (7), and "published T" (0: the call's end is not a ticket).
 //     "communicators N" counts N live communicators on the device from then on (answers
 //     "communicators 0 0 0 set 0", a row of the usual six fields).
 //     "maps COLLECTIVE ELEMENT_BYTES BYTES PREMUL" answers "maps 1|0": whether a call outside windows
@@ -62,7 +63,8 @@ Status launchExchangeMapped(const ZeroCopyComm&, const LaneComm&, const Exchange
                             LaunchShape, LaunchShape, cudaStream_t) {
   return notLinked();
 }
-Status launchP2p(const P2pComm&, const std::vector<P2pOp>& ops, int, int, cudaStream_t) {
+Status launchP2p(const P2pComm&, const std::vector<P2pOp>& ops, int, int, uint64_t ticket, cudaStream_t) {
+  if (ticket != 0) printf("ticket %d\n", launchedKernels);
   return recordKernel("packet", ops);
 }
 Status launchP2pChunked(const LaneComm&, const std::vector<P2pOp>& ops, int, int, cudaStream_t) {
@@ -111,9 +113,11 @@ int main(int argc, char** argv) {
         ops.push_back({false, peer, nullptr, bytes, 2});
       }
       mscclpp_nccl::launchedKernels = 0;
-      if (mscclpp_nccl::runSendRecv(transports, selector, ops, nullptr) != mscclpp_nccl::Status::kSuccess)
+      uint64_t published = 0;
+      if (mscclpp_nccl::runSendRecv(transports, selector, ops, 7, nullptr, &published) !=
+          mscclpp_nccl::Status::kSuccess)
         printf("PLAN FAILED\n");
-      printf("end\n");
+      printf("published %llu\nend\n", static_cast<unsigned long long>(published));
       continue;
     }
     size_t elementBytes = 0, bytes = 0;

@@ -327,22 +327,36 @@ def test_zero_copy_default_shape(driver: Path) -> None:
     ]
 
 
-def send_recv_plan(driver: Path, comm: Comm, size: int) -> dict[int, dict[tuple[str, int], tuple[str, int]]]:
+def send_recv_plan(
+    driver: Path, comm: Comm, size: int, tickets: dict[int, tuple[int, int]] | None = None
+) -> dict[int, dict[tuple[str, int], tuple[str, int]]]:
     """rank -> {(direction, peer): (path, kernel)} for a group sending `size` bytes to every peer and
-    receiving as much from each, as runSendRecv launches it."""
+    receiving as much from each, as runSendRecv launches it. `tickets`, if given, gets rank -> (the
+    kernel given the call's ticket, or -1; the ticket the call says it published, or 0)."""
     queries = "".join(f"sendrecv-plan {rank} {size}\n" for rank in range(comm.nranks))
     proc = subprocess.run(
         [str(driver), *comm.args()], input=queries, capture_output=True, text=True, env=driver_env()
     )
     assert proc.returncode == 0 and "runtime error" not in proc.stderr, proc.stderr
     plans: dict[int, dict[tuple[str, int], tuple[str, int]]] = {}
+    given, published = -1, 0
     rank = 0
     for line in proc.stdout.splitlines():
         if line == "end":
+            if tickets is not None:
+                tickets[rank] = (given, published)
+            given, published = -1, 0
             rank += 1
             continue
         assert line != "PLAN FAILED", proc.stdout
         path, kernel, *words = line.split()
+        if path == "ticket":
+            assert given == -1, proc.stdout  # one kernel only
+            given = int(kernel)
+            continue
+        if path == "published":
+            published = int(kernel)
+            continue
         for direction, peer in zip(words[::2], map(int, words[1::2]), strict=True):
             assert (direction, peer) not in plans.setdefault(rank, {}), line
             plans[rank][(direction, peer)] = (path, int(kernel))
@@ -375,3 +389,19 @@ def test_send_recv_kernels_pair_up(driver: Path, nranks: int, size: int) -> None
         # No more kernels than the lanes demand: each holds a send and a receive per distance it covers.
         distances_per_kernel = P2P_KERNEL_LANES // (2 * P2P_TRANSFER_LANES[path])
         assert len(per_kernel) == -(-(nranks - 1) // distances_per_kernel), per_kernel
+
+
+@pytest.mark.parametrize("nranks", [2, 33])
+@pytest.mark.parametrize("size", [4096, 8 << 20])
+def test_send_recv_ticket_marks_the_last_kernel(driver: Path, nranks: int, size: int) -> None:
+    """A call on another stream may wait for the ticket alone: so only the call's last kernel may publish
+    it, and only a packet kernel can (the chunked ones publish none, and the call then records an event)."""
+    comm = Comm(nranks, nranks, max(1, 132 // nranks), 131072, 1024)
+    tickets: dict[int, tuple[int, int]] = {}
+    plans = send_recv_plan(driver, comm, size, tickets)
+    for rank, plan in plans.items():
+        kernels = {kernel for _, kernel in plan.values()}
+        if size > P2P_PACKET_MAX_BYTES:
+            assert tickets[rank] == (-1, 0), (rank, tickets[rank])
+        else:
+            assert tickets[rank] == (max(kernels), 7), (rank, tickets[rank], kernels)

@@ -354,7 +354,8 @@ static_assert(kChunkDistancesPerKernel >= 1 && kPacketDistancesPerKernel >= 1,
               "a kernel must hold a send and a receive of full lanes");
 
 Status runSendRecv(const Transports& transports, const AlgorithmSelector& selector,
-                   const std::vector<P2pOp>& ops, cudaStream_t stream) {
+                   const std::vector<P2pOp>& ops, uint64_t ticket, cudaStream_t stream, uint64_t* published) {
+  *published = 0;
   const int rank = transports.p2p.packets.rank, nranks = transports.p2p.packets.nranks;
   // Kernel k of a path holds the distances in (k * perKernel, (k + 1) * perKernel]; self, kernel 0.
   auto kernelOf = [](int distance, int perKernel) { return distance == 0 ? 0 : (distance - 1) / perKernel; };
@@ -372,9 +373,18 @@ Status runSendRecv(const Transports& transports, const AlgorithmSelector& select
     else
       packets[kernelOf(distance, kPacketDistancesPerKernel)].push_back(op);
   }
-  for (const std::vector<P2pOp>& kernel : packets)
-    MSCCLPP_TRY(
-        launchP2p(transports.p2p, kernel, selector.maxBlocks(), selector.earlyLaunchBlocks(), stream));
+  // The chunked kernels publish no ticket: the last packet kernel publishes it when no chunked one follows.
+  size_t lastPacketKernel = packets.size();
+  for (size_t k = 0; k < packets.size(); ++k)
+    if (p2pLaunchesKernel(packets[k], rank)) lastPacketKernel = k;
+  const bool chunkedLast =
+      std::any_of(chunks.begin(), chunks.end(),
+                  [rank](const std::vector<P2pOp>& kernel) { return p2pLaunchesKernel(kernel, rank); });
+  const size_t publisher = chunkedLast ? packets.size() : lastPacketKernel;
+  for (size_t k = 0; k < packets.size(); ++k)
+    MSCCLPP_TRY(launchP2p(transports.p2p, packets[k], selector.maxBlocks(), selector.earlyLaunchBlocks(),
+                          k == publisher ? ticket : 0, stream));
+  if (publisher < packets.size()) *published = ticket;
   for (const std::vector<P2pOp>& kernel : chunks)
     MSCCLPP_TRY(launchP2pChunked(transports.p2pLanes, kernel, selector.laneBlocks(),
                                  selector.earlyLaunchBlocks(), stream));

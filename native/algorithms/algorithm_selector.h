@@ -122,7 +122,8 @@ Status runExchange(const Transports& transports, const AlgorithmSelector& select
                    const MappedCall* mapped, cudaStream_t stream, uint64_t* published);
 // One pass of a group's sends and receives: small transfers in the packet kernel, large ones over lanes
 // in a second kernel (each classified by its size alone, so both ends put it in the same kernel).
+// *published: `ticket` when the pass's last kernel publishes it (a packet kernel), else 0.
 Status runSendRecv(const Transports& transports, const AlgorithmSelector& selector,
-                   const std::vector<P2pOp>& ops, cudaStream_t stream);
+                   const std::vector<P2pOp>& ops, uint64_t ticket, cudaStream_t stream, uint64_t* published);
 
 }  // namespace mscclpp_nccl

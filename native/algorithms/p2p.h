@@ -68,11 +68,19 @@ static_assert(sizeof(P2pLanes) <= 4096, "kernel parameters past 4 KiB cost launc
 Status cutIntoLanes(const std::vector<P2pOp>& ops, int self, int (*lanesFor)(size_t bytes, size_t param),
                     size_t param, P2pLanes* out, size_t* elementBytes);
 
+// Whether launchP2p or launchP2pChunked launches a kernel for `ops`: some transfer moves data to or from
+// another rank.
+inline bool p2pLaunchesKernel(const std::vector<P2pOp>& ops, int self) {
+  for (const P2pOp& op : ops)
+    if (op.bytes > 0 && op.peer != self) return true;
+  return false;
+}
+
 // Runs `ops` (this rank's part of one group; no two for the same peer and direction) as one kernel,
 // plus local copies for transfers to self. `maxBlocks` caps the grid (co-residency); a grid of at most
-// `earlyLaunchBlocks` launches early (kernel_launch.h).
+// `earlyLaunchBlocks` launches early (kernel_launch.h). The kernel publishes `ticket` when done (0: none).
 Status launchP2p(const P2pComm& comm, const std::vector<P2pOp>& ops, int maxBlocks, int earlyLaunchBlocks,
-                 cudaStream_t stream);
+                 uint64_t ticket, cudaStream_t stream);
 
 // Point-to-point lanes: a lane scratch of their own (transfers need not line up with collectives'
 // kernels), kMaxP2pChunkLanes lanes per ordered pair of ranks, chunks of kP2pLaneSlotBytes.

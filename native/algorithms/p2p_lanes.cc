@@ -5,12 +5,17 @@
 
 namespace mscclpp_nccl {
 
+bool p2pLaunchesKernel(const std::vector<P2pOp>& ops, int self) {
+  return std::any_of(ops.begin(), ops.end(),
+                     [self](const P2pOp& op) { return op.bytes > 0 && op.peer != self; });
+}
+
 Status cutIntoLanes(const std::vector<P2pOp>& ops, int self, int (*lanesFor)(size_t bytes, size_t param),
                     size_t param, P2pLanes* out, size_t* elementBytes) {
   out->count = 0;
   *elementBytes = 8;
   for (const P2pOp& op : ops) {
-    if (op.bytes == 0 || op.peer == self) continue;
+    if (op.bytes == 0 || op.peer == self) continue;  // as p2pLaunchesKernel
     *elementBytes = std::min(*elementBytes, op.elementBytes);
     const int lanes = lanesFor(op.bytes, param);
     for (int lane = 0; lane < lanes; ++lane) {

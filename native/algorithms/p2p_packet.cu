@@ -6,6 +6,7 @@
 #include "native/algorithms/reduce_dispatch.cuh"
 #include "native/common/logging.h"
 #include "native/device/dependent_launch.cuh"
+#include "native/device/step_sequence.cuh"
 
 namespace mscclpp_nccl {
 namespace {
@@ -16,9 +17,11 @@ __device__ __forceinline__ LLPacket* ackSlot(void* acks, int nranks, uint32_t fl
 
 // Block b serves lanes b, b + gridDim.x, ... in lock step: at each step, first the sends of all its
 // lanes, then the receives. A send of step s waits for the ack of step s-2, which the peer gives in
-// the receive part of its step s-2, so no wait can close a cycle.
+// the receive part of its step s-2, so no wait can close a cycle. The last block to finish publishes
+// `ticket` (step_sequence.cuh).
 template <typename T>
-__global__ void __launch_bounds__(kPacketThreads) sendRecvPacketKernel(P2pComm comm, P2pLanes lanes) {
+__global__ void __launch_bounds__(kPacketThreads)
+    sendRecvPacketKernel(P2pComm comm, P2pLanes lanes, uint64_t ticket) {
   enterKernel();
   const PacketComm& pc = comm.packets;
   const int me = pc.rank;
@@ -78,17 +81,19 @@ __global__ void __launch_bounds__(kPacketThreads) sendRecvPacketKernel(P2pComm c
   }
 
   __syncthreads();
-  if (threadIdx.x != 0) return;
-  for (int l = blockIdx.x; l < lanes.count; l += gridDim.x) {
-    const P2pLane& t = lanes.lane[l];
-    // Only the steps in which this lane block moved data (and was acknowledged) count: a later
-    // transfer waits for the ack of its step s-2, which must then exist.
-    size_t words = divCeil(t.bytes, kPacketPayloadBytes);
-    size_t skipped = static_cast<size_t>(t.lane) * slotWords;
-    uint64_t laneSteps = words > skipped ? divCeil(words - skipped, slotWords * t.lanes) : 0;
-    uint64_t* counter = (t.isSend ? comm.sendSteps : comm.recvSteps) + t.peer * kMaxPacketBlocks + t.lane;
-    *counter += laneSteps;
+  if (threadIdx.x == 0) {
+    for (int l = blockIdx.x; l < lanes.count; l += gridDim.x) {
+      const P2pLane& t = lanes.lane[l];
+      // Only the steps in which this lane block moved data (and was acknowledged) count: a later
+      // transfer waits for the ack of its step s-2, which must then exist.
+      size_t words = divCeil(t.bytes, kPacketPayloadBytes);
+      size_t skipped = static_cast<size_t>(t.lane) * slotWords;
+      uint64_t laneSteps = words > skipped ? divCeil(words - skipped, slotWords * t.lanes) : 0;
+      uint64_t* counter = (t.isSend ? comm.sendSteps : comm.recvSteps) + t.peer * kMaxPacketBlocks + t.lane;
+      *counter += laneSteps;
+    }
   }
+  endCall(pc.steps, ticket);
 }
 
 // Lane blocks per transfer depend on its size only: both ends must cut a transfer the same way
@@ -102,7 +107,7 @@ int laneBlocksFor(size_t bytes, size_t slotPackets) {
 }  // namespace
 
 Status launchP2p(const P2pComm& comm, const std::vector<P2pOp>& ops, int maxBlocks, int earlyLaunchBlocks,
-                 cudaStream_t stream) {
+                 uint64_t ticket, cudaStream_t stream) {
   const int me = comm.packets.rank;
   P2pLanes lanes{};
   size_t elementBytes = 8;
@@ -127,7 +132,7 @@ Status launchP2p(const P2pComm& comm, const std::vector<P2pOp>& ops, int maxBloc
   const int blocks = std::min(lanes.count, maxBlocks);
   auto launch = [&](auto type, auto) {
     return launchKernel(sendRecvPacketKernel<Tagged<decltype(type)>>, blocks, kPacketThreads,
-                        blocks <= earlyLaunchBlocks, stream, comm, lanes);
+                        blocks <= earlyLaunchBlocks, stream, comm, lanes, ticket);
   };
   return launched(dispatchCopy(elementBytes, launch), "send/recv");
 }

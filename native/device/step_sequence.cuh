@@ -21,19 +21,35 @@ __device__ __forceinline__ uint64_t beginSteps(const StepCounter& counter) {
   return *const_cast<volatile uint64_t*>(counter.value);
 }
 
+// Called by every thread at kernel end: true in thread 0 of the last block to finish, once every block's
+// writes are visible (the blocks-done count is then reset for the next kernel).
+__device__ __forceinline__ bool lastBlockToFinish(const StepCounter& counter) {
+  __syncthreads();
+  if (threadIdx.x != 0) return false;
+  __threadfence();
+  if (atomicAdd(counter.blocksDone, 1u) != gridDim.x - 1) return false;
+  *counter.blocksDone = 0;
+  return true;
+}
+
+// Releases a call on another stream that waits for `ticket` (0: none waits): after everything before.
+__device__ __forceinline__ void publishTicket(const StepCounter& counter, uint64_t ticket) {
+  __threadfence();
+  if (ticket != 0) *const_cast<volatile uint64_t*>(counter.ticket) = ticket;
+}
+
 // Called by every thread at kernel end, on every path (an abandoned wait included): a call on another
 // stream may be waiting for `ticket`.
 __device__ __forceinline__ void endSteps(const StepCounter& counter, uint64_t base, uint64_t steps,
                                          uint64_t ticket) {
-  __syncthreads();
-  if (threadIdx.x != 0) return;
-  __threadfence();
-  if (atomicAdd(counter.blocksDone, 1u) == gridDim.x - 1) {
-    *counter.blocksDone = 0;
-    *const_cast<volatile uint64_t*>(counter.value) = base + steps;
-    __threadfence();  // every block's writes and the new step count, before the ticket releases a waiter
-    if (ticket != 0) *const_cast<volatile uint64_t*>(counter.ticket) = ticket;
-  }
+  if (!lastBlockToFinish(counter)) return;
+  *const_cast<volatile uint64_t*>(counter.value) = base + steps;
+  publishTicket(counter, ticket);  // after the new step count too
+}
+
+// The same for a kernel that takes no steps of the counter (point-to-point channels count their own).
+__device__ __forceinline__ void endCall(const StepCounter& counter, uint64_t ticket) {
+  if (lastBlockToFinish(counter)) publishTicket(counter, ticket);
 }
 
 }  // namespace mscclpp_nccl
