@@ -227,6 +227,8 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
   }
 
   MSCCLPP_TRY(order_.init(envInt("NCCL_GRAPH_MIXING_SUPPORT", 1) != 0, packets.steps.ticket));
+  // Also drains the kernels launched early under the larger share of before this communicator counted
+  // (AlgorithmSelector::earlyLaunchBlocks).
   MSCCLPP_CUDA_TRY(cudaDeviceSynchronize());
   MSCCLPP_TRY(bootstrap_->barrier());
   // From here a peer's death stops this communicator's kernels and shows in asyncError().

@@ -38,7 +38,7 @@ MAX_ZERO_COPY_BLOCKS = 64  # kMaxZeroCopyBlocks
 ZERO_COPY_THREADS = 512  # kZeroCopyThreads
 ZERO_COPY_MIN_BYTES = 1 << 20  # kZeroCopyMinBytes
 P2P_PACKET_MAX_BYTES = 1 << 20  # kP2pPacketMaxBytes: larger transfers go over lanes
-EARLY_LAUNCH_MAX_BLOCKS = 8  # kEarlyLaunchMaxBlocks
+EARLY_LAUNCH_MAX_BLOCKS = 32  # kEarlyLaunchMaxBlocks
 
 
 @dataclass(frozen=True)
@@ -66,14 +66,18 @@ class Comm:
         return [H200, *map(str, numbers)]
 
 
-# 132 SMs shared by 2, 4, 8 and 9 ranks; lane slots as the default 32 MiB budget gives them. At 9 ranks
-# a rank's share (14 blocks) is too small for early launch.
+# 132 SMs shared by 2, 4, 8 and 9 ranks; lane slots as the default 32 MiB budget gives them.
 COMMS = {
     2: Comm(2, 2, 66, 131072, 4096),
     4: Comm(4, 4, 33, 126976, 2048),
     8: Comm(8, 8, 16, 131072, 1024),
     9: Comm(9, 9, 14, 131072, 1024),
 }
+
+
+def early_launch_blocks(comm: Comm, communicators: int = 1) -> int:
+    """The largest grid launched early: half of the rank's share per communicator, at most the cap."""
+    return min(EARLY_LAUNCH_MAX_BLOCKS, comm.resident_blocks // (2 * communicators))
 
 
 @dataclass(frozen=True)
@@ -114,9 +118,7 @@ def choose(
 def assert_launchable(choice: Choice, comm: Comm) -> None:
     """The shape is one the kernels accept: co-resident grid, legal threads, chunk within a slot; only
     small grids launch early, and only where a parked one and a running one fit the rank's share."""
-    assert choice.early == (
-        choice.blocks <= EARLY_LAUNCH_MAX_BLOCKS and comm.resident_blocks >= 2 * EARLY_LAUNCH_MAX_BLOCKS
-    ), choice
+    assert choice.early == (choice.blocks <= early_launch_blocks(comm)), choice
     if choice.algorithm == ZERO_COPY:
         assert 1 <= choice.blocks <= min(comm.resident_blocks, MAX_ZERO_COPY_BLOCKS), choice
         assert 32 <= choice.threads <= ZERO_COPY_THREADS and choice.threads % 32 == 0, choice
@@ -255,13 +257,15 @@ def test_zero_copy_only_for_windows(driver: Path, table: str) -> None:
 
 def test_early_launch_leaves_room_for_every_communicator(driver: Path) -> None:
     """A parked and a running kernel of every communicator of the process on the device must fit in
-    the rank's share: with 8 ranks on a GPU (16 blocks each) one communicator launches small grids
-    early, two do not; with 4 ranks (33 blocks) two still do, three do not."""
-    small = "all_reduce 2 1024"
-    for comm, counts in ((COMMS[8], {1: True, 2: False}), (COMMS[4], {2: True, 3: False})):
-        for count, early in counts.items():
-            got = choose(driver, comm, [f"communicators {count}", small])
-            assert got[-1].early == early, (comm, count, got)
+    the rank's share: with 4 ranks on a GPU (33 blocks each) one communicator launches grids of up to
+    16 blocks early, two up to 8, three up to 5; with 8 ranks (16 blocks) one up to 8."""
+    for comm, counts in ((COMMS[4], {1: 16, 2: 8, 3: 5, 17: 0}), (COMMS[8], {1: 8, 2: 4})):
+        for count, largest in counts.items():
+            assert early_launch_blocks(comm, count) == largest
+            for blocks in (max(largest, 1), largest + 1):
+                algo = f"all_reduce=allreduce_one_shot_packet/{blocks}"
+                got = choose(driver, comm, [f"communicators {count}", "all_reduce 2 1024"], algo=algo)
+                assert (got[-1].blocks, got[-1].early) == (blocks, blocks <= largest), (comm, count, got)
 
 
 def maps(driver: Path, comm: Comm, queries: list[str], table: str = NO_TABLE, algo: str = "") -> list[bool]:
@@ -309,7 +313,7 @@ def test_mapped_shape_serves_both_schedules(driver: Path) -> None:
     direct = min(comm.resident_blocks, 64)  # 32 MB: the whole zero-copy grid
     assert rows[0] == [str(direct), "512", "0"]
     assert rows[1] == [str(max(direct, 64)), "512", "0"]
-    early = comm.resident_blocks >= 2 * EARLY_LAUNCH_MAX_BLOCKS
+    early = 4 <= early_launch_blocks(comm)
     assert rows[2] == ["4", "512", str(int(early))]  # 4 KB: one zero-copy block, the chunked grid's four
 
 

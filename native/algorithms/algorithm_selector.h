@@ -63,15 +63,15 @@ class AlgorithmSelector {
   int laneBlocks() const { return std::min(residentBlocks_, kMaxLaneBlocks); }
   // The largest grid of a zero-copy kernel.
   int directBlocks() const { return std::min(residentBlocks_, kMaxZeroCopyBlocks); }
-  // The largest grid launched early (0: none). A parked early kernel and the running one, of every
-  // communicator of this process on the device (they may run at once), must fit in this rank's share
-  // of co-resident blocks together.
+  // The largest grid launched early (0: none). A kernel launched early lets the next one start early
+  // too, so a parked kernel and the running one, of every communicator of this process on the device
+  // (they may run at once), must fit in this rank's share of co-resident blocks together. The share only
+  // shrinks when a communicator is created, whose initialisation drains the device: no kernel of the
+  // larger share is still running then.
   int earlyLaunchBlocks() const {
     const int communicators =
         communicatorsOnDevice_ ? std::max(1, communicatorsOnDevice_->load(std::memory_order_relaxed)) : 1;
-    return earlyLaunch_ && residentBlocks_ >= 2 * kEarlyLaunchMaxBlocks * communicators
-               ? kEarlyLaunchMaxBlocks
-               : 0;
+    return earlyLaunch_ ? std::min(kEarlyLaunchMaxBlocks, residentBlocks_ / (2 * communicators)) : 0;
   }
 
  private:

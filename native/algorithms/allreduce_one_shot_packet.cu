@@ -12,8 +12,9 @@ namespace {
 // and the reduce loop, so an in-place call reads each input word before it overwrites it.
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kPacketThreads)
-    allReduceOneShotPacketKernel(PacketComm comm, AllReduceArgs args, size_t chunkWords, int rounds) {
-  enterKernel();
+    allReduceOneShotPacketKernel(PacketComm comm, AllReduceArgs args, size_t chunkWords, int rounds,
+                                 bool early) {
+  enterKernel(early);
   const AllReduceWords<T> io(args);
   const size_t words = io.count();
   const uint64_t base = beginSteps(comm.steps);

@@ -10,8 +10,8 @@ namespace {
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kLaneThreads)
     allReduceTwoShotChunkedKernel(LaneComm comm, AllReduceArgs args, size_t segmentBytes,
-                                  LaneSchedule schedule) {
-  enterKernel();
+                                  LaneSchedule schedule, bool early) {
+  enterKernel(early);
   allReduceTwoShotChunked<T, Op>(comm, args, segmentBytes, schedule);
 }
 

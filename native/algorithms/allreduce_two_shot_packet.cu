@@ -16,8 +16,8 @@ namespace {
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kPacketThreads)
     allReduceTwoShotPacketKernel(PacketComm comm, AllReduceArgs args, size_t segmentWords, size_t chunkWords,
-                                 int rounds) {
-  enterKernel();
+                                 int rounds, bool early) {
+  enterKernel(early);
   const AllReduceWords<T> io(args);
   const size_t words = io.count();
   const uint64_t base = beginSteps(comm.steps);

@@ -83,8 +83,8 @@ __device__ __forceinline__ bool reduceAndFinish(const ZeroCopyComm& comm, const 
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kZeroCopyThreads)
     allReduceZeroCopyKernel(ZeroCopyComm comm, AllReduceArgs args, PeerBuffers send, PeerBuffers recv,
-                            size_t segmentBytes, size_t blockBytes) {
-  enterKernel();
+                            size_t segmentBytes, size_t blockBytes, bool early) {
+  enterKernel(early);
   __shared__ DirectPart part;
   const int me = comm.rank, nranks = comm.nranks;
   if (threadIdx.x == 0) locatePart(part, me, args.count * sizeof(T), segmentBytes, blockBytes);
@@ -112,8 +112,8 @@ __device__ __noinline__ void allReduceScratchFallback(const LaneComm& lanes, con
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kZeroCopyThreads)
     allReduceMappedKernel(ZeroCopyComm comm, AllReduceArgs args, MappedCall mine, LaneComm lanes,
-                          LaneSchedule scratch, size_t segmentBytes, size_t blockBytes) {
-  enterKernel();
+                          LaneSchedule scratch, size_t segmentBytes, size_t blockBytes, bool early) {
+  enterKernel(early);
   __shared__ DirectPart part;
   const int me = comm.rank;
   if (threadIdx.x == 0) locatePart(part, me, args.count * sizeof(T), segmentBytes, blockBytes);

@@ -10,8 +10,8 @@ namespace {
 // The schedule of exchange_chunked.cuh as a kernel of its own (Name names it in profiles).
 template <typename Name, typename T, typename Op, bool kReduce>
 __global__ void __launch_bounds__(kLaneThreads)
-    exchangeChunkedKernel(LaneComm comm, ExchangeArgs args, LaneSchedule schedule) {
-  enterKernel();
+    exchangeChunkedKernel(LaneComm comm, ExchangeArgs args, LaneSchedule schedule, bool early) {
+  enterKernel(early);
   exchangeChunked<T, Op, kReduce>(comm, args, schedule);
 }
 

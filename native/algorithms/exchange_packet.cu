@@ -16,8 +16,8 @@ namespace {
 // calls read each word before they overwrite it.
 template <typename Name, typename T, typename Op, bool kReduce>
 __global__ void __launch_bounds__(kPacketThreads)
-    exchangePacketKernel(PacketComm comm, ExchangeArgs args, size_t chunkWords, int rounds) {
-  enterKernel();
+    exchangePacketKernel(PacketComm comm, ExchangeArgs args, size_t chunkWords, int rounds, bool early) {
+  enterKernel(early);
   const int me = comm.rank;
   const size_t words = divCeil(args.rangeBytes, kPacketPayloadBytes);
   const auto scalar =

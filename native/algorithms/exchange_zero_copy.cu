@@ -45,8 +45,8 @@ __device__ __noinline__ void exchangeScratchFallback(const LaneComm& lanes, cons
 template <typename Name, typename T, typename Op, bool kReduce>
 __global__ void __launch_bounds__(kZeroCopyThreads)
     exchangeMappedKernel(ZeroCopyComm comm, ExchangeArgs args, MappedCall mine, LaneComm lanes,
-                         LaneSchedule scratch, size_t segmentBytes, size_t blockBytes) {
-  enterKernel();
+                         LaneSchedule scratch, size_t segmentBytes, size_t blockBytes, bool early) {
+  enterKernel(early);
   __shared__ const char* sources[kMaxZeroCopyRanks];  // this block's part of rank r's range `me`
   __shared__ int sourceAlignment[kMaxZeroCopyRanks];
   __shared__ char* rootDestination;  // a spread reduce's output, as mapped here

@@ -36,7 +36,9 @@ inline Status kernelRounds(size_t work, size_t perRound, const char* algorithm, 
   return Status::kSuccess;
 }
 
-// Launches kernel<<<blocks, threads, 0, stream>>>(args...), early when `early`; returns the launch's error.
+// Launches kernel<<<blocks, threads, 0, stream>>>(args..., early), early when `early`; returns the
+// launch's error. Every kernel takes `bool early` last and passes it to enterKernel(), which then lets
+// the next kernel start early too.
 template <typename... Params, typename... Args>
 cudaError_t launchKernel(void (*kernel)(Params...), int blocks, int threads, bool early, cudaStream_t stream,
                          const Args&... args) {
@@ -48,14 +50,14 @@ cudaError_t launchKernel(void (*kernel)(Params...), int blocks, int threads, boo
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
   if (!early || !earlyLaunchWorks().load(std::memory_order_relaxed))
-    return cudaLaunchKernelEx(&config, kernel, args...);
+    return cudaLaunchKernelEx(&config, kernel, args..., early);
   config.attrs = &attribute;
   config.numAttrs = 1;
-  if (cudaLaunchKernelEx(&config, kernel, args...) == cudaSuccess) return cudaSuccess;
+  if (cudaLaunchKernelEx(&config, kernel, args..., early) == cudaSuccess) return cudaSuccess;
   cudaGetLastError();  // a launch error is not sticky: clear it and try without the attribute
   config.attrs = nullptr;
   config.numAttrs = 0;
-  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, args...);
+  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, args..., early);
   if (err == cudaSuccess) earlyLaunchWorks().store(false, std::memory_order_relaxed);  // only it failed
   return err;
 }

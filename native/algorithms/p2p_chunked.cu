@@ -14,8 +14,9 @@ namespace {
 // lanes, then the receives. A send of chunk s waits for the receiver to free chunk s - 2 (two slots
 // per lane), which it does in the receive part of its step s - 2, so no wait can close a cycle.
 template <typename T>
-__global__ void __launch_bounds__(kLaneThreads) sendRecvChunkedKernel(LaneComm comm, P2pLanes lanes) {
-  enterKernel();
+__global__ void __launch_bounds__(kLaneThreads)
+    sendRecvChunkedKernel(LaneComm comm, P2pLanes lanes, bool early) {
+  enterKernel(early);
   __shared__ LaneSlots slots;
   const size_t chunkBytes = comm.slotBytes;
   int steps = 0;

@@ -21,8 +21,8 @@ __device__ __forceinline__ LLPacket* ackSlot(void* acks, int nranks, uint32_t fl
 // `ticket` (step_sequence.cuh).
 template <typename T>
 __global__ void __launch_bounds__(kPacketThreads)
-    sendRecvPacketKernel(P2pComm comm, P2pLanes lanes, uint64_t ticket) {
-  enterKernel();
+    sendRecvPacketKernel(P2pComm comm, P2pLanes lanes, uint64_t ticket, bool early) {
+  enterKernel(early);
   const PacketComm& pc = comm.packets;
   const int me = pc.rank;
   BoundedWait wait(pc.wait);

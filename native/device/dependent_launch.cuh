@@ -5,8 +5,9 @@
 // Every kernel calls enterKernel() before it touches memory. Its wait returns only when the previous
 // kernel of the stream has completed and its writes are visible, so early launch never lets a kernel
 // read stale data (a previous kernel that does not opt in simply makes the wait return at once, after
-// ordinary stream order). Small grids then let the next kernel start early; large ones do not, so that
-// a parked kernel never holds SMs that a waiting peer's blocks need (kEarlyLaunchMaxBlocks). A caller's
+// ordinary stream order). A kernel launched early (`early`, which launchKernel passes as every kernel's
+// last parameter) also lets the next kernel start early; others do not, so that a running kernel and a
+// parked one never hold more SMs than the rank's share (AlgorithmSelector::earlyLaunchBlocks). A caller's
 // kernel that follows ours with the same launch attribute may start early too, and must then wait with
 // cudaGridDependencySynchronize() before it reads our output, as CUDA requires of any such kernel.
 #pragma once
@@ -15,10 +16,10 @@
 
 namespace mscclpp_nccl {
 
-__device__ __forceinline__ void enterKernel() {
+__device__ __forceinline__ void enterKernel(bool early) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  if (gridDim.x <= kEarlyLaunchMaxBlocks) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  if (early) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 

@@ -14,10 +14,9 @@ struct WaitControl {
   int rank;
 };
 
-// Early launch (native/device/dependent_launch.cuh): a kernel of at most this many blocks lets its
-// successor start early, and a successor of at most this many blocks is launched early. The two stay
-// within a rank's share of co-resident blocks wherever that share is at least twice this.
-constexpr int kEarlyLaunchMaxBlocks = 8;
+// Early launch (native/device/dependent_launch.cuh): the largest grid ever launched early. Below it, the
+// grid must also fit in half of a rank's share of co-resident blocks (AlgorithmSelector::earlyLaunchBlocks).
+constexpr int kEarlyLaunchMaxBlocks = 32;
 
 enum KernelError : int { kKernelOk = 0, kKernelAborted = 1, kKernelTimedOut = 2 };
 
