@@ -5,11 +5,6 @@
 
 namespace mscclpp_nccl {
 
-bool p2pLaunchesKernel(const std::vector<P2pOp>& ops, int self) {
-  return std::any_of(ops.begin(), ops.end(),
-                     [self](const P2pOp& op) { return op.bytes > 0 && op.peer != self; });
-}
-
 Status cutIntoLanes(const std::vector<P2pOp>& ops, int self, int (*lanesFor)(size_t bytes, size_t param),
                     size_t param, P2pLanes* out, size_t* elementBytes) {
   out->count = 0;
