@@ -761,6 +761,8 @@ def test_shipped_table(driver: Path, tmp_path: Path) -> None:
             f"{H200} 3 3 all_reduce 2 1024",
             f"{H200} 4 4 all_reduce 2 8192",
             f"{H200} 8 8 reduce 2 {512 << 10}",
+            f"{H200} 2 2 broadcast 2 {2 << 20}",
+            f"{H200} 4 4 reduce 2 {128 << 10}",
         ],
         list(ALGORITHMS),
     )
@@ -775,5 +777,8 @@ def test_shipped_table(driver: Path, tmp_path: Path) -> None:
         "none",
         ONE_SHOT,
         "exchange_chunked",  # session 10's 8-rank exchange tuning
+        "exchange_packet",  # session 11: packets beat lanes at 2 ranks up to 2 MB broadcasts
+        "exchange_packet",
     ]
     assert answers[0].split()[1] == "0" and answers[8].split()[1] == "8"  # 8 blocks from 4 to 16 KB
+    assert answers[11].split()[1] == "16"  # session 11: a grid that launches early
