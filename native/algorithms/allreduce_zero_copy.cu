@@ -38,15 +38,6 @@ __device__ __forceinline__ void setRankBuffers(DirectPart& part, int r, const ch
   part.outputAlignment[r] = unitAlignment(part.outputs[r]);
 }
 
-// Whether every rank's buffers admit whole 16-byte accesses at this block's part (set once every
-// setRankBuffers is done; every thread of the block calls it).
-__device__ __forceinline__ bool partAligned(const DirectPart& part, int nranks) {
-  bool aligned = true;
-  for (int r = threadIdx.x; r < nranks; r += blockDim.x)
-    aligned = aligned && part.inputAlignment[r] == 16 && part.outputAlignment[r] == 16;
-  return __syncthreads_and(aligned);
-}
-
 // Reduces the part from every rank's input (eight ranks' loads in flight at once) and stores it into
 // every rank's output. kAligned: every buffer takes 16-byte accesses, so the loop compiles to plain
 // vector loads and stores; the general form handles buffers at any element offset.
@@ -71,11 +62,13 @@ __device__ __forceinline__ void reduceIntoEveryRank(const DirectPart& part, int 
 template <typename T, typename Op>
 __device__ __forceinline__ bool reduceAndFinish(const ZeroCopyComm& comm, const AllReduceArgs& args,
                                                 const DirectPart& part, uint64_t call, BoundedWait& wait) {
-  const int postDivisor = args.op.scaling.postDivisor;
-  if (partAligned(part, comm.nranks))
-    reduceIntoEveryRank<T, Op, true>(part, comm.rank, comm.nranks, postDivisor);
-  else
-    reduceIntoEveryRank<T, Op, false>(part, comm.rank, comm.nranks, postDivisor);
+  bool aligned = true;
+  for (int r = threadIdx.x; r < comm.nranks; r += blockDim.x)
+    aligned = aligned && part.inputAlignment[r] == 16 && part.outputAlignment[r] == 16;
+  withUnitAlignment(aligned, [&](auto kAligned) {
+    reduceIntoEveryRank<T, Op, decltype(kAligned)::value>(part, comm.rank, comm.nranks,
+                                                          args.op.scaling.postDivisor);
+  });
   return finishZeroCopyCall(comm, call, wait);
 }
 

@@ -79,10 +79,10 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
     const ChunkRef out = userChunk(spread ? rootDestination + first : dst + me * args.dstStride + first, n);
     bool aligned = out.alignment == 16;
     for (int r = threadIdx.x; r < nranks; r += blockDim.x) aligned = aligned && sourceAlignment[r] == 16;
-    if (__syncthreads_and(aligned))
-      reduceRanges<T, Op, true>(sources, sourceAlignment, out, n, nranks, args.op.scaling.postDivisor);
-    else
-      reduceRanges<T, Op, false>(sources, sourceAlignment, out, n, nranks, args.op.scaling.postDivisor);
+    withUnitAlignment(aligned, [&](auto kAligned) {
+      reduceRanges<T, Op, decltype(kAligned)::value>(sources, sourceAlignment, out, n, nranks,
+                                                     args.op.scaling.postDivisor);
+    });
   } else if (!kReduce) {
     for (int k = 0; k < nranks; ++k) {
       const int r = (me + k) % nranks;  // own range first, then the peers in turn

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstring>
+#include <type_traits>
 
 #include "native/algorithms/zero_copy.h"
 #include "native/device/peer_barrier.cuh"
@@ -48,6 +49,17 @@ __device__ __forceinline__ MappedAgreement agreeOnMappedCall(const ZeroCopyComm&
     if (ready) see(r, theirs);
   }
   return __syncthreads_and(ready) ? MappedAgreement::kZeroCopy : MappedAgreement::kScratch;
+}
+
+// Runs run(std::true_type{}) when every thread of the block says `aligned` (each buffer of the block's part
+// takes whole 16-byte accesses), else run(std::false_type{}): the reduce loop is compiled once for each,
+// the aligned form as plain vector loads and stores. Every thread of the block calls it.
+template <typename Run>
+__device__ __forceinline__ void withUnitAlignment(bool aligned, Run run) {
+  if (__syncthreads_and(aligned))
+    run(std::true_type{});
+  else
+    run(std::false_type{});
 }
 
 // The second barrier: no peer touches this rank's buffers any more.
