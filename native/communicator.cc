@@ -162,10 +162,12 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
                                    laneScratchBytes(kMaxP2pChunkLanes, nranks_, kP2pLaneSlotBytes),
                                    &p2pLaneScratch_));
 
-  // Device counters, one allocation carved in order: the collective step and blocks done, p2p packet
-  // steps (send, receive), collective lanes, zero-copy calls, p2p lanes, the stop word, the call ticket.
-  size_t counterWords = 2;
+  // Device counters, one allocation carved in order: the collective steps (per block) and blocks done,
+  // p2p packet steps (send, receive), collective lanes, zero-copy calls, p2p lanes, the stop word, the
+  // call ticket.
+  size_t counterWords = 0;
   auto carve = [&counterWords](size_t words) { return std::exchange(counterWords, counterWords + words); };
+  const size_t stepsAt = carve(kMaxPacketBlocks), blocksDoneAt = carve(1);
   const size_t p2pStepWords = static_cast<size_t>(nranks_) * kMaxPacketBlocks;
   const size_t p2pSendAt = carve(p2pStepWords), p2pRecvAt = carve(p2pStepWords);
   const size_t lanesAt = carve(laneCounterWords(laneBlocks, nranks_));
@@ -182,8 +184,8 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
   packets.localScratch = scratch_->local();
   packets.peerScratch = scratch_->devicePeerTable();
   packets.slotPackets = slotPackets;
-  packets.steps.value = deviceCounters_;
-  packets.steps.blocksDone = reinterpret_cast<unsigned*>(deviceCounters_ + 1);
+  packets.steps.value = deviceCounters_ + stepsAt;
+  packets.steps.blocksDone = reinterpret_cast<unsigned*>(deviceCounters_ + blocksDoneAt);
   packets.steps.ticket = deviceCounters_ + ticketAt;
   packets.wait.abortFlag = deviceFlags;
   packets.wait.errorFlag = deviceFlags + 1;

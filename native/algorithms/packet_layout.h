@@ -3,10 +3,11 @@
 // Each rank owns one scratch buffer that its peers write LL packets into. It has two halves, used by
 // alternate steps (flag parity), and each half holds one region per block index and, inside it, one
 // slot per sending rank:  scratch[half][block][sender][slotPackets].
-// Why this is race-free: a rank starts step s only after it received every peer's packets of step
-// s-1, which each peer sent only after it finished reading step s-2 in the same block region; so the
-// half that step s writes is no longer read by anyone. Block regions never move, so kernels that use
-// different numbers of blocks never overlap a region another block still reads.
+// Each block index counts its own steps (step_sequence.cuh), the same on every rank. Why this is
+// race-free: block b of a rank starts its step s only after it received every peer's block-b packets of
+// step s-1, which each peer sent only after it finished reading step s-2 in the same block region; so
+// the half that step s writes is no longer read by anyone. Block regions never move, so kernels that
+// use different numbers of blocks never overlap a region another block still reads.
 #pragma once
 
 #include <cstddef>

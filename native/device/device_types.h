@@ -22,7 +22,7 @@ enum KernelError : int { kKernelOk = 0, kKernelAborted = 1, kKernelTimedOut = 2 
 
 // The per-communicator step counter (see step_sequence.cuh).
 struct StepCounter {
-  uint64_t* value;       // steps completed so far
+  uint64_t* value;       // [kMaxPacketBlocks]: steps block b has completed so far
   unsigned* blocksDone;  // blocks of the running kernel that have finished
   uint64_t* ticket;      // the latest call ticket a finished kernel published (native/stream_order.h)
 };
