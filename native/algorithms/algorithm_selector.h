@@ -67,7 +67,8 @@ class AlgorithmSelector {
   // too, so a parked kernel and the running one, of every communicator of this process on the device
   // (they may run at once), must fit in this rank's share of co-resident blocks together. The share only
   // shrinks when a communicator is created, whose initialisation drains the device: no kernel of the
-  // larger share is still running then.
+  // larger share is still running then. A CUDA graph keeps the grids it was captured with, so replays
+  // of one captured before another communicator came assume the older, larger share.
   int earlyLaunchBlocks() const {
     const int communicators =
         communicatorsOnDevice_ ? std::max(1, communicatorsOnDevice_->load(std::memory_order_relaxed)) : 1;
