@@ -1,9 +1,9 @@
 // Point-to-point transfers (ncclSend/ncclRecv), all those of one group fused into one kernel.
 //
-// Collectives advance one communicator-wide step counter, which only works because every rank takes
-// part in every step. Sends and receives involve two ranks, so each (peer, direction, lane) has its
-// own counter and its own scratch slots, and the receiver acknowledges each step so that the
-// sender never overwrites a slot that is still being read (two steps of LL packets in flight).
+// Collectives advance communicator-wide step counters (one per block index), which only works because
+// every rank takes part in every step. Sends and receives involve two ranks, so each (peer, direction, lane)
+// has its own counter and its own scratch slots, and the receiver acknowledges each step so that the sender
+// never overwrites a slot that is still being read (two steps of LL packets in flight).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -20,7 +20,7 @@ constexpr int kEarlyLaunchMaxBlocks = 32;
 
 enum KernelError : int { kKernelOk = 0, kKernelAborted = 1, kKernelTimedOut = 2 };
 
-// The per-communicator step counter (see step_sequence.cuh).
+// The per-communicator step counters, one per block index (see step_sequence.cuh).
 struct StepCounter {
   uint64_t* value;       // [kMaxPacketBlocks]: steps block b has completed so far
   unsigned* blocksDone;  // blocks of the running kernel that have finished
