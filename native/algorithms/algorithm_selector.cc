@@ -374,13 +374,11 @@ Status runSendRecv(const Transports& transports, const AlgorithmSelector& select
       packets[kernelOf(distance, kPacketDistancesPerKernel)].push_back(op);
   }
   // The chunked kernels publish no ticket: the last packet kernel publishes it when no chunked one follows.
-  size_t lastPacketKernel = packets.size();
-  for (size_t k = 0; k < packets.size(); ++k)
-    if (p2pLaunchesKernel(packets[k], rank)) lastPacketKernel = k;
-  const bool chunkedLast =
-      std::any_of(chunks.begin(), chunks.end(),
-                  [rank](const std::vector<P2pOp>& kernel) { return p2pLaunchesKernel(kernel, rank); });
-  const size_t publisher = chunkedLast ? packets.size() : lastPacketKernel;
+  auto launches = [rank](const std::vector<P2pOp>& kernel) { return p2pLaunchesKernel(kernel, rank); };
+  size_t publisher = packets.size();  // none
+  if (std::none_of(chunks.begin(), chunks.end(), launches))
+    for (size_t k = 0; k < packets.size(); ++k)
+      if (launches(packets[k])) publisher = k;
   for (size_t k = 0; k < packets.size(); ++k)
     MSCCLPP_TRY(launchP2p(transports.p2p, packets[k], selector.maxBlocks(), selector.earlyLaunchBlocks(),
                           k == publisher ? ticket : 0, stream));

@@ -68,11 +68,13 @@ static_assert(sizeof(P2pLanes) <= 4096, "kernel parameters past 4 KiB cost launc
 Status cutIntoLanes(const std::vector<P2pOp>& ops, int self, int (*lanesFor)(size_t bytes, size_t param),
                     size_t param, P2pLanes* out, size_t* elementBytes);
 
-// Whether launchP2p or launchP2pChunked launches a kernel for `ops`: some transfer moves data to or from
-// another rank.
+// Whether a transfer moves data to or from another rank (the rest are local copies or nothing).
+inline bool crossesRanks(const P2pOp& op, int self) { return op.bytes > 0 && op.peer != self; }
+
+// Whether launchP2p or launchP2pChunked launches a kernel for `ops`.
 inline bool p2pLaunchesKernel(const std::vector<P2pOp>& ops, int self) {
   for (const P2pOp& op : ops)
-    if (op.bytes > 0 && op.peer != self) return true;
+    if (crossesRanks(op, self)) return true;
   return false;
 }
 

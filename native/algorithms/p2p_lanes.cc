@@ -10,7 +10,7 @@ Status cutIntoLanes(const std::vector<P2pOp>& ops, int self, int (*lanesFor)(siz
   out->count = 0;
   *elementBytes = 8;
   for (const P2pOp& op : ops) {
-    if (op.bytes == 0 || op.peer == self) continue;  // as p2pLaunchesKernel
+    if (!crossesRanks(op, self)) continue;
     *elementBytes = std::min(*elementBytes, op.elementBytes);
     const int lanes = lanesFor(op.bytes, param);
     for (int lane = 0; lane < lanes; ++lane) {
