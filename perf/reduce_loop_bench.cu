@@ -8,7 +8,8 @@
 //             -o build/reduce_loop_bench perf/reduce_loop_bench.cu
 // Run:    build/reduce_loop_bench [MB per rank, default 32]
 // Prints, per rank count and schedule: microseconds per call and GB/s of traffic (each rank reads its
-// segment of every input and writes it to every output: 2 N S bytes for S bytes per rank).
+// segment of every input and writes it to every output: 2 N S bytes for S bytes per rank), then the
+// reduce-to-one pattern of reduce and reduce_scatter (each rank writes its segment once: (N + 1) S bytes).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -64,6 +65,17 @@ __global__ void __launch_bounds__(kThreads) reduceLibrary(Buffers b, int blocksP
         for (int k = 0; k < b.nranks; ++k)
           storeUnit<T>(b.outputs[(p.me + k) % b.nranks] + p.start, i, p.length, alignment, u);
       });
+}
+
+// The reduce and reduce-scatter pattern: as reduceLibrary, but the result goes to this rank's output
+// only, so reads outnumber writes nranks to one.
+template <typename T, int kUnroll, int kGroup>
+__global__ void __launch_bounds__(kThreads) reduceToOne(Buffers b, int blocksPerRank) {
+  const Part p = partOf(b, blocksPerRank);
+  reduceUnits<T, OpSum, kUnroll, kGroup>(
+      (p.length + 15) / 16, b.nranks, 1,
+      [&](int r, size_t i) { return loadUnit<T>(b.inputs[r] + p.start, i, p.length, 16); },
+      [&](size_t i, Unit u) { storeUnit<T>(b.outputs[p.me] + p.start, i, p.length, 16, u); });
 }
 
 // Schedule 1: every rank's loads of kUnroll units issued before any is used (kRanks fixed).
@@ -191,6 +203,18 @@ void runRanks(size_t bytes, int sms) {
   report("8 units x 1 rank, 2x blocks", us, checkOutputs(b));
   us = timeKernel(copySameBytes<__nv_bfloat16>, b, blocksPerRank);
   report("copy, same bytes", us, true);
+  // Reduce-to-one: nranks reads per write; traffic (nranks + 1) x S.
+  const double oneTraffic = (kRanks + 1.0) * bytes;
+  auto reportOne = [&](const char* name, double t) {
+    std::printf("ranks %d  to one: %-20s %8.1f us  %7.0f GB/s\n", kRanks, name, t, oneTraffic / t / 1e3);
+  };
+  reportOne("2 units x 8 ranks", timeKernel(reduceToOne<__nv_bfloat16, 2, 8>, b, blocksPerRank));
+  reportOne("2 units x 8, 2x blocks", timeKernel(reduceToOne<__nv_bfloat16, 2, 8>, b, 2 * blocksPerRank));
+  reportOne("4 units x 2 ranks", timeKernel(reduceToOne<__nv_bfloat16, 4, 2>, b, blocksPerRank));
+  reportOne("4 units x 4 ranks", timeKernel(reduceToOne<__nv_bfloat16, 4, 4>, b, blocksPerRank));
+  reportOne("8 units x 1 rank", timeKernel(reduceToOne<__nv_bfloat16, 8, 1>, b, blocksPerRank));
+  reportOne("8 units x 2 ranks", timeKernel(reduceToOne<__nv_bfloat16, 8, 2>, b, blocksPerRank));
+  reportOne("1 unit x 8 ranks", timeKernel(reduceToOne<__nv_bfloat16, 1, 8>, b, blocksPerRank));
   for (int r = 0; r < kRanks; ++r) {
     CHECK(cudaFree(const_cast<char*>(b.inputs[r])));
     CHECK(cudaFree(b.outputs[r]));
