@@ -434,19 +434,15 @@ Status Communicator::exchange(Collective collective, const ExchangeArgs& args, c
   bool capturing = false;
   MappedCall mapped{};
   if (maps) {
-    // Peers read this rank's source where it sends (its ranges at srcStride); they never touch its
-    // destination. A reduce is spread (exchange_zero_copy.cu): every rank reads every source, the
-    // root's too, and writes its segment of the root's destination.
-    const bool spread = collective == Collective::kReduce;
-    const bool sends = args.sendTo != PeerSet::kNone || spread;
+    // What the peers read or write of this rank's buffers (exchange.h: mappedFlow).
     const size_t srcBytes = args.srcStride * (nranks_ - 1) + args.rangeBytes;
-    const bool written = spread && rank_ == args.root;
-    mapped = describeBuffers(sends ? args.src : nullptr, srcBytes, written ? args.dst : nullptr,
-                             args.rangeBytes, call.ticket, &capturing);
+    const size_t dstBytes = args.dstStride * (nranks_ - 1) + args.rangeBytes;
+    mapped = describeBuffers(peersReadSource(call, rank_) ? args.src : nullptr, srcBytes,
+                             peersWriteDestination(call, rank_) ? args.dst : nullptr, dstBytes, call.ticket,
+                             &capturing);
     // In place, an alltoall would overwrite ranges of its source that peers still read.
     const char* src = static_cast<const char*>(args.src);
     const char* dst = static_cast<const char*>(args.dst);
-    const size_t dstBytes = args.dstStride * (nranks_ - 1) + args.rangeBytes;
     if (collective == Collective::kAlltoAll && src < dst + dstBytes && dst < src + srcBytes)
       mapped.send.ready = 0;
   }

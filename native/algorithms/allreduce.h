@@ -32,6 +32,12 @@ struct LaunchShape {
   bool earlyLaunch;  // may start while the stream's previous kernel runs (kernel_launch.h)
 };
 
+// Whether grid `shape` holds every block and thread of grid `scratch`: a mapped kernel runs its chunked
+// fallback's schedule itself (AlgorithmSelector::mappedShape makes such a grid).
+inline bool holdsGrid(const LaunchShape& shape, const LaunchShape& scratch) {
+  return scratch.blocks <= shape.blocks && scratch.threads <= shape.threads;
+}
+
 // One-shot: every rank sends its whole input to every peer in LL packets and reduces all inputs
 // itself. One step: the latency floor for small messages, at (nranks-1) times the traffic.
 Status launchAllReduceOneShotPacket(const PacketComm& comm, const AllReduceArgs& args, LaunchShape shape,

@@ -161,7 +161,7 @@ Status launchAllReduceMapped(const ZeroCopyComm& comm, const LaneComm& lanes, co
                              const MappedCall& mine, LaunchShape shape, LaunchShape scratch,
                              cudaStream_t stream) {
   MSCCLPP_TRY(checkDirect(comm, args, shape));
-  if (!comm.mappedTable || scratch.blocks > shape.blocks || shape.threads < scratch.threads)
+  if (!comm.mappedTable || !holdsGrid(shape, scratch))
     return fail(Status::kInternalError, "all-reduce (mapped zero-copy) without its tables or grid");
   size_t segmentBytes = 0;
   LaneSchedule schedule{};

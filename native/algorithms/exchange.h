@@ -48,10 +48,40 @@ Status launchExchangeChunked(const LaneComm& comm, const ExchangeArgs& args, Lau
 // Its schedule for a grid of `shape`.
 Status exchangeLaneSchedule(const ExchangeArgs& args, LaunchShape shape, LaneSchedule* schedule);
 
-// The same exchange with no scratch, on buffers anywhere (transport/mapped_allocations.h): where every
-// rank's are mapped by every peer, each rank pulls what its peers send it straight from their sources;
-// else none does, and the same kernel runs the chunked exchange's schedule over `lanes` for a grid of
-// `scratch`. One kernel on `shape`, whose grid is at least scratch's. Not for PreMulSum.
+// How the zero-copy exchange below moves a call's data. By default each rank pulls what its peers send
+// it from their sources into its own destination. Where one range goes to every rank (all_gather,
+// broadcast) it is pushed instead: read once and stored into every rank's destination, half a pull's
+// reads. Spread: rank r takes segment r of the range, so that every rank's share of the GPU works on a
+// rooted call, not the root's alone (a spread reduce writes into the root's destination).
+struct MappedFlow {
+  bool spread;
+  bool push;
+};
+
+__host__ __device__ inline MappedFlow mappedFlow(const ExchangeArgs& args) {
+  const bool broadcast = args.collective == Collective::kBroadcast;
+  return {broadcast || (args.reduce && args.collective == Collective::kReduce),
+          broadcast || args.collective == Collective::kAllGather};
+}
+
+// Whether the peers of `rank` read its source, or write into its destination, in the zero-copy exchange:
+// what it must map for them.
+inline bool peersReadSource(const ExchangeArgs& args, int rank) {
+  const MappedFlow flow = mappedFlow(args);
+  if (flow.spread && args.reduce) return true;  // every rank reads every source
+  if (flow.push && !flow.spread) return false;  // each rank pushes its own
+  return args.sendTo != PeerSet::kNone || (flow.spread && rank == args.root);
+}
+
+inline bool peersWriteDestination(const ExchangeArgs& args, int rank) {
+  const MappedFlow flow = mappedFlow(args);
+  return flow.push || (flow.spread && args.reduce && rank == args.root);
+}
+
+// The same exchange with no scratch, on buffers anywhere (transport/mapped_allocations.h), as above:
+// where every rank's are mapped by every peer, straight between the ranks' buffers; else none does, and
+// the same kernel runs the chunked exchange's schedule over `lanes` for a grid of `scratch`. One kernel
+// on `shape`, whose grid is at least scratch's. Not for PreMulSum.
 Status launchExchangeMapped(const ZeroCopyComm& comm, const LaneComm& lanes, const ExchangeArgs& args,
                             const MappedCall& mine, LaunchShape shape, LaunchShape scratch,
                             cudaStream_t stream);

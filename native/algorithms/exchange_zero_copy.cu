@@ -10,17 +10,33 @@
 namespace mscclpp_nccl {
 namespace {
 
-// Reduces `bytes` bytes of every rank's source into `out`, eight ranks' loads in flight at once.
+// Reduces `bytes` bytes of every rank's source into `out`, 4 units of 2 ranks in flight at once: with one
+// store per 2-8 loads, this beat 2 units x 8 ranks at 2 and 4 ranks and matched it at 8
+// (perf/reduce_loop_bench.cu, session 12), and it spills less here.
 // kAligned: every buffer takes 16-byte accesses, so the loop compiles to plain vector loads and stores.
 template <typename T, typename Op, bool kAligned>
 __device__ __forceinline__ void reduceRanges(const char* const* sources, const int* sourceAlignment,
                                              const ChunkRef& out, size_t bytes, int nranks, int postDivisor) {
-  reduceUnits<T, Op, 2, 8>(
+  reduceUnits<T, Op, 4, 2>(
       (bytes + 15) / 16, nranks, postDivisor,
       [&](int r, size_t i) { return loadUnit<T>(sources[r], i, bytes, kAligned ? 16 : sourceAlignment[r]); },
       [&](size_t i, Unit unit) {
         storeUnit<T>(out.base, i, out.bytes, kAligned ? 16 : out.alignment, unit);
       });
+}
+
+// Stores `bytes` bytes of `source` into every rank's destination, own first, then the peers in turn.
+template <typename T, bool kAligned>
+__device__ __forceinline__ void pushRange(const char* source, int sourceAlignment, char* const* destinations,
+                                          const int* destinationAlignment, size_t bytes, int me, int nranks) {
+  forEachUnit<8>((bytes + 15) / 16,
+                 [&](size_t i) { return loadUnit<T>(source, i, bytes, kAligned ? 16 : sourceAlignment); },
+                 [&](size_t i, Unit unit) {
+                   for (int k = 0; k < nranks; ++k) {
+                     const int r = (me + k) % nranks;
+                     storeUnit<T>(destinations[r], i, bytes, kAligned ? 16 : destinationAlignment[r], unit);
+                   }
+                 });
 }
 
 // The chunked schedule as a call rather than inlined, so that it does not push the zero-copy path's
@@ -31,17 +47,17 @@ __device__ __noinline__ void exchangeScratchFallback(const LaneComm& lanes, cons
   exchangeChunked<T, Op, kReduce>(lanes, args, schedule);
 }
 
-// The exchange of exchange_chunked.cu with no scratch: each rank pulls what every peer sends it, range
-// `me` of the peer's source, straight into its destination (or reduces every rank's range `me` into
-// its own range), so each byte is read once and written once. Block b takes bytes
-// [b * blockBytes, (b + 1) * blockBytes) of every range. Peers only read sources and each rank only
-// writes its own destination, so in-place calls are safe wherever a rank's destination ranges are not
-// ranges its peers read from its source (alltoall in place is kept on scratch by the caller).
-// A reduce is spread instead: rank r reduces segment r of the range (`segmentBytes`, blocks taking
-// `blockBytes` of it) from every rank's source into the root's destination, so every rank's share of
-// the GPU works on it, not the root's alone. Only rank r touches segment r, reading each unit of it
-// before writing it, so in place is safe too. Where the ranks agree on scratch instead, the kernel runs
-// the chunked exchange's schedule over `lanes` (exchange_chunked.cuh).
+// The exchange of exchange_chunked.cu with no scratch, moving each byte once (exchange.h: mappedFlow).
+// A pull: each rank copies range `me` of every peer's source into its destination, or reduces every
+// rank's range `me` into its own range. A push: the rank that reads a range (all_gather: its sender;
+// broadcast, spread: rank r for segment r of the root's range) stores it into every rank's destination.
+// A spread reduce: rank r reduces segment r of the range from every rank's source into the root's
+// destination. Block b takes bytes [b * blockBytes, (b + 1) * blockBytes) of each range or segment.
+// In place is safe wherever no rank writes what a peer still reads: a rank's destination range q is
+// written by one rank only, with the bytes it reads from the same offset of its own part; reduces read
+// each unit before writing it (alltoall in place is kept on scratch by the caller). Where the ranks
+// agree on scratch instead, the kernel runs the chunked exchange's schedule over `lanes`
+// (exchange_chunked.cuh).
 template <typename Name, typename T, typename Op, bool kReduce>
 __global__ void __launch_bounds__(kZeroCopyThreads)
     exchangeMappedKernel(ZeroCopyComm comm, ExchangeArgs args, MappedCall mine, LaneComm lanes,
@@ -49,22 +65,30 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
   enterKernel(early);
   __shared__ const char* sources[kMaxZeroCopyRanks];  // this block's part of rank r's range `me`
   __shared__ int sourceAlignment[kMaxZeroCopyRanks];
-  __shared__ char* rootDestination;  // a spread reduce's output, as mapped here
+  __shared__ char* destinations[kMaxZeroCopyRanks];  // what this rank writes of rank r's destination
+  __shared__ int destinationAlignment[kMaxZeroCopyRanks];
   const int me = comm.rank, nranks = comm.nranks;
-  const bool spread = kReduce && args.collective == Collective::kReduce;
-  const size_t segmentStart = spread ? me * segmentBytes : 0;
-  const size_t segmentEnd = spread ? min(args.rangeBytes, segmentStart + segmentBytes) : args.rangeBytes;
+  const MappedFlow flow = mappedFlow(args);
+  const int pusher = flow.spread ? args.root : me;  // whose source a push reads
+  const size_t segmentStart = flow.spread ? me * segmentBytes : 0;
+  const size_t segmentEnd = flow.spread ? min(args.rangeBytes, segmentStart + segmentBytes) : args.rangeBytes;
   const size_t first = segmentStart + blockIdx.x * blockBytes;
+  auto writesInto = [&](int r) { return flow.push || (flow.spread && r == args.root); };
   BoundedWait wait(comm.wait);
   const uint64_t call = comm.calls[blockIdx.x] + 1;
   const MappedAgreement agreed =
       agreeOnMappedCall(comm, mine, call, wait, [&](int r, const MappedCall& theirs) {
-        const char* source =
-            r == me ? static_cast<const char*>(args.src) : mappedBuffer(comm, r, theirs.send);
-        sources[r] = source + me * args.srcStride + first;
-        sourceAlignment[r] = unitAlignment(sources[r]);
-        if (spread && r == args.root)
-          rootDestination = r == me ? static_cast<char*>(args.dst) : mappedBuffer(comm, r, theirs.recv);
+        if (!flow.push || r == pusher) {
+          const char* source =
+              r == me ? static_cast<const char*>(args.src) : mappedBuffer(comm, r, theirs.send);
+          sources[r] = source + me * args.srcStride + first;
+          sourceAlignment[r] = unitAlignment(sources[r]);
+        }
+        if (writesInto(r)) {
+          char* destination = r == me ? static_cast<char*>(args.dst) : mappedBuffer(comm, r, theirs.recv);
+          destinations[r] = destination + me * args.dstStride + first;
+          destinationAlignment[r] = unitAlignment(destinations[r]);
+        }
       });
   if (agreed == MappedAgreement::kAbandoned) return;
   endZeroCopyCall(comm, call);  // the next call's barriers count from here, whichever way this one goes
@@ -75,13 +99,21 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
   const size_t n = first < segmentEnd ? min(blockBytes, segmentEnd - first) : 0;
   char* dst = static_cast<char*>(args.dst);
   auto receivesFrom = [&](int r) { return peerSetHas(args.recvFrom, r, args.root); };
-  if (kReduce && (spread || args.recvFrom == PeerSet::kAll)) {
-    const ChunkRef out = userChunk(spread ? rootDestination + first : dst + me * args.dstStride + first, n);
+  if (kReduce && (flow.spread || args.recvFrom == PeerSet::kAll)) {
+    const ChunkRef out = flow.spread ? ChunkRef{destinations[args.root], n, destinationAlignment[args.root]}
+                                     : userChunk(dst + me * args.dstStride + first, n);
     bool aligned = out.alignment == 16;
     for (int r = threadIdx.x; r < nranks; r += blockDim.x) aligned = aligned && sourceAlignment[r] == 16;
     withUnitAlignment(aligned, [&](auto kAligned) {
       reduceRanges<T, Op, decltype(kAligned)::value>(sources, sourceAlignment, out, n, nranks,
                                                      args.op.scaling.postDivisor);
+    });
+  } else if (!kReduce && flow.push) {
+    bool aligned = sourceAlignment[pusher] == 16;
+    for (int r = threadIdx.x; r < nranks; r += blockDim.x) aligned = aligned && destinationAlignment[r] == 16;
+    withUnitAlignment(aligned, [&](auto kAligned) {
+      pushRange<T, decltype(kAligned)::value>(sources[pusher], sourceAlignment[pusher], destinations,
+                                              destinationAlignment, n, me, nranks);
     });
   } else if (!kReduce) {
     for (int k = 0; k < nranks; ++k) {
@@ -100,16 +132,14 @@ Status launchExchangeMapped(const ZeroCopyComm& comm, const LaneComm& lanes, con
                             const MappedCall& mine, LaunchShape shape, LaunchShape scratch,
                             cudaStream_t stream) {
   if ((args.reduce && args.op.scaling.preMultiply) || comm.nranks > kMaxZeroCopyRanks ||
-      shape.blocks > kMaxZeroCopyBlocks || !comm.mappedTable || scratch.blocks > shape.blocks ||
-      shape.threads < scratch.threads)
+      shape.blocks > kMaxZeroCopyBlocks || !comm.mappedTable || !holdsGrid(shape, scratch))
     return fail(Status::kInternalError, "zero-copy exchange given a call it does not serve");
   LaneSchedule schedule{};
   MSCCLPP_TRY(exchangeLaneSchedule(args, scratch, &schedule));
   auto aligned = [](size_t bytes) { return divCeil(bytes, kLaneAlignment) * kLaneAlignment; };
-  // A reduce is spread over the ranks in segments (see the kernel); the rest take whole ranges.
-  const size_t segmentBytes = args.reduce && args.collective == Collective::kReduce
-                                  ? aligned(divCeil(args.rangeBytes, comm.nranks))
-                                  : args.rangeBytes;
+  // Rooted calls are spread over the ranks in segments (see the kernel); the rest take whole ranges.
+  const size_t segmentBytes =
+      mappedFlow(args).spread ? aligned(divCeil(args.rangeBytes, comm.nranks)) : args.rangeBytes;
   const size_t blockBytes = aligned(divCeil(segmentBytes, shape.blocks));
   auto launch = [&](auto name, auto reduce, auto type, auto op) {
     return launchKernel(exchangeMappedKernel<Tagged<decltype(name)>, Tagged<decltype(type)>,
