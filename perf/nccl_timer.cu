@@ -12,6 +12,8 @@
 // which no library that launches a kernel per call can go under.
 // COLLECTIVE may name several, comma-separated: one launch then times them all (every eager pass before
 // the first capture), printing one table per collective, each under its own header line.
+// NCCL_TIMER_PHASES=1 also prints, for sendrecv's eager calls, the host time of each of the group's four
+// calls (ncclGroupStart, ncclSend, ncclRecv, ncclGroupEnd), to tell where a group's host time goes.
 // NCCL_TIMER_WINDOWS=1 takes the buffers from ncclMemAlloc and registers them as symmetric windows
 // (like nccl-tests -R 2), which lets libraries run zero-copy algorithms.
 //
@@ -167,6 +169,8 @@ int main(int argc, char** argv) {
   }
   std::vector<std::vector<double>> eagerUs(collectives.size(), std::vector<double>(sizes.size()));
   std::vector<std::vector<double>> hostUs = eagerUs;
+  const bool phases = envInt("NCCL_TIMER_PHASES", 0) != 0;
+  double phaseUs[4] = {};  // sendrecv's four calls, summed over the eager calls of one size
   // Pass 0 times every size eagerly, pass 1 every size in a graph (see the top of this file).
   for (int pass = 0; pass < 2; ++pass)
     for (size_t which = 0; which < collectives.size(); ++which)
@@ -201,10 +205,19 @@ int main(int argc, char** argv) {
             return call ? call(send, recv, share, ncclBfloat16, 0, comm, stream) : ncclInvalidUsage;
           }
           if (collective == "sendrecv") {
+            Clock::time_point at[5];
+            at[0] = Clock::now();
             ncclGroupStart();
+            at[1] = Clock::now();
             ncclSend(sendBytes, count, ncclBfloat16, (rank + 1) % nranks, comm, stream);
+            at[2] = Clock::now();
             ncclRecv(recv, count, ncclBfloat16, (rank + nranks - 1) % nranks, comm, stream);
-            return ncclGroupEnd();
+            at[3] = Clock::now();
+            const ncclResult_t result = ncclGroupEnd();
+            at[4] = Clock::now();
+            for (int k = 0; k < 4; ++k)
+              phaseUs[k] += std::chrono::duration<double, std::micro>(at[k + 1] - at[k]).count();
+            return result;
           }
           return ncclAllReduce(send, recv, count, ncclBfloat16, ncclSum, comm, stream);
         };
@@ -212,8 +225,12 @@ int main(int argc, char** argv) {
         CHECK_CUDA(cudaStreamSynchronize(stream));
         auto start = Clock::now();
         if (pass == 0) {
+          for (double& phase : phaseUs) phase = 0;
           for (int i = 0; i < iters; ++i) CHECK_NCCL(run());
           hostUs[which][at] = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters;
+          if (phases && collective == "sendrecv" && rank == 0)
+            printf("# phases %zu B (us per call): group start %.2f, send %.2f, recv %.2f, group end %.2f\n",
+                   bytes, phaseUs[0] / iters, phaseUs[1] / iters, phaseUs[2] / iters, phaseUs[3] / iters);
           CHECK_CUDA(cudaStreamSynchronize(stream));
           eagerUs[which][at] =
               std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters;
