@@ -16,6 +16,9 @@
 //     takes the mapped zero-copy path (the communicator shares allocations, as by default).
 //     "mapped-shape BYTES SCRATCH_BLOCKS SCRATCH_THREADS" answers "mapped-shape BLOCKS THREADS EARLY": the
 //     grid of a mapped kernel moving BYTES whose fallback is a chunked grid of that shape.
+//     "mapped-flow COLLECTIVE RANK ROOT" answers "mapped-flow SPREAD PUSH READS WRITES" (each 0 or 1): how
+//     the zero-copy exchange moves rank RANK's call as native/collective_plans.h plans it, and whether
+//     its peers read its source and write into its destination (exchange.h: mappedFlow).
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "native/algorithms/algorithm_selector.h"
+#include "native/collective_plans.h"
 
 namespace mscclpp_nccl {
 
@@ -127,6 +131,37 @@ int main(int argc, char** argv) {
       words >> name >> count;
       communicators.store(count);
       printf("communicators 0 0 0 set 0\n");
+      continue;
+    }
+    if (line.rfind("mapped-flow ", 0) == 0) {
+      int rank = 0, root = 0;
+      words >> name >> name >> rank >> root;
+      static char source[64], destination[64];
+      const mscclpp_nccl::DataType type = mscclpp_nccl::DataType::kBfloat16;
+      const mscclpp_nccl::ReduceOp sum{};
+      mscclpp_nccl::ExchangeArgs args{};
+      if (name == "all_gather")
+        args = mscclpp_nccl::planAllGather(source, destination, 4, type);
+      else if (name == "reduce_scatter")
+        args = mscclpp_nccl::planReduceScatter(source, destination, 4, type, sum);
+      else if (name == "alltoall")
+        args = mscclpp_nccl::planAlltoAll(source, destination, 4, type);
+      else if (name == "broadcast")
+        args = mscclpp_nccl::planBroadcast(rank, source, destination, 4, type, root);
+      else if (name == "reduce")
+        args = mscclpp_nccl::planReduce(rank, source, destination, 4, type, sum, root);
+      else if (name == "gather")
+        args = mscclpp_nccl::planGather(rank, source, destination, 4, type, root);
+      else if (name == "scatter")
+        args = mscclpp_nccl::planScatter(rank, source, destination, 4, type, root);
+      else {
+        printf("BAD QUERY %s\n", line.c_str());
+        continue;
+      }
+      mscclpp_nccl::collectiveFromName(name, &args.collective);  // as Communicator::exchange sets it
+      const mscclpp_nccl::MappedFlow flow = mscclpp_nccl::mappedFlow(args);
+      printf("mapped-flow %d %d %d %d\n", flow.spread, flow.push, mscclpp_nccl::peersReadSource(args, rank),
+             mscclpp_nccl::peersWriteDestination(args, rank));
       continue;
     }
     if (line.rfind("mapped-shape ", 0) == 0) {

@@ -23,6 +23,7 @@ SOURCES = [
     "native/algorithms/tuning_table.cc",
     "native/algorithms/registry.cc",
     "native/algorithms/algorithm_selector.cc",
+    "native/collective_plans.cc",
     "tests/selector_driver.cc",
 ]
 H200 = "NVIDIA H200"
@@ -315,6 +316,35 @@ def test_mapped_shape_serves_both_schedules(driver: Path) -> None:
     assert rows[1] == [str(max(direct, 64)), "512", "0"]
     early = 4 <= early_launch_blocks(comm)
     assert rows[2] == ["4", "512", str(int(early))]  # 4 KB: one zero-copy block, the chunked grid's four
+
+
+# How each collective's zero-copy exchange moves data, per rank (root 1 of 4): (spread, push, peers read
+# its source, peers write its destination). Each range is read once: all_gather and broadcast push it
+# into every destination (broadcast spread over the ranks' segments of the root's range, so only the
+# root's source is read); a reduce spreads its reduction, every rank reading every source and writing
+# into the root's destination; the rest pull what they receive from the senders' sources.
+MAPPED_FLOWS = {
+    "all_gather": {0: (0, 1, 0, 1), 1: (0, 1, 0, 1)},
+    "broadcast": {0: (1, 1, 0, 1), 1: (1, 1, 1, 1)},
+    "reduce": {0: (1, 0, 1, 0), 1: (1, 0, 1, 1)},
+    "reduce_scatter": {0: (0, 0, 1, 0), 1: (0, 0, 1, 0)},
+    "alltoall": {0: (0, 0, 1, 0), 1: (0, 0, 1, 0)},
+    "gather": {0: (0, 0, 1, 0), 1: (0, 0, 0, 0)},
+    "scatter": {0: (0, 0, 0, 0), 1: (0, 0, 1, 0)},
+}
+
+
+def test_mapped_flow_maps_what_peers_touch(driver: Path) -> None:
+    """Which way each exchange's zero-copy call goes, and what each rank maps for its peers: a buffer a
+    peer reads or writes must be mapped (else the call stays on scratch), and only those need be."""
+    queries = [(name, rank) for name, ranks in MAPPED_FLOWS.items() for rank in ranks]
+    text = "".join(f"mapped-flow {name} {rank} 1\n" for name, rank in queries)
+    proc = subprocess.run(
+        [str(driver), *COMMS[4].args()], input=text, capture_output=True, text=True, env=driver_env()
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = [tuple(int(word) for word in line.split()[1:]) for line in proc.stdout.splitlines()]
+    assert rows == [MAPPED_FLOWS[name][rank] for name, rank in queries], proc.stdout
 
 
 def test_zero_copy_default_shape(driver: Path) -> None:

@@ -68,9 +68,9 @@ __host__ __device__ inline MappedFlow mappedFlow(const ExchangeArgs& args) {
 // what it must map for them.
 inline bool peersReadSource(const ExchangeArgs& args, int rank) {
   const MappedFlow flow = mappedFlow(args);
-  if (flow.spread && args.reduce) return true;  // every rank reads every source
-  if (flow.push && !flow.spread) return false;  // each rank pushes its own
-  return args.sendTo != PeerSet::kNone || (flow.spread && rank == args.root);
+  if (flow.spread) return args.reduce || rank == args.root;  // every source, or the root's
+  if (flow.push) return false;                               // each rank pushes its own
+  return args.sendTo == PeerSet::kAll || (args.sendTo == PeerSet::kRoot && rank != args.root);
 }
 
 inline bool peersWriteDestination(const ExchangeArgs& args, int rank) {
