@@ -32,14 +32,18 @@ thread_local std::vector<StreamWork> tlsStreamWork;
 
 // Runs each communicator's queued work as one call of that communicator (first used, first run): its
 // launches in call order on the first stream it named, the other streams joined before and after.
-ncclResult_t runStreamWork(std::vector<StreamWork> work) {
+// Its lists are the thread's, kept between groups: an eager group allocates nothing here.
+ncclResult_t runStreamWork(const std::vector<StreamWork>& work) {
   ncclResult_t first = ncclSuccess;
-  std::vector<bool> done(work.size(), false);
+  thread_local std::vector<bool> done;
+  thread_local std::vector<cudaStream_t> streams;
+  thread_local std::vector<const StreamLaunch*> launches;
+  done.assign(work.size(), false);
   for (size_t i = 0; i < work.size(); ++i) {
     if (done[i]) continue;
     ncclComm* comm = work[i].comm;
-    std::vector<cudaStream_t> streams;
-    std::vector<const StreamLaunch*> launches;
+    streams.clear();
+    launches.clear();
     for (size_t j = i; j < work.size(); ++j) {
       if (work[j].comm != comm) continue;
       done[j] = true;
@@ -147,9 +151,11 @@ NCCL_API(ncclResult_t, ncclGroupEnd, (void)) {
   pending.swap(tlsPending);
   std::vector<StreamWork> work;
   work.swap(tlsStreamWork);
-  const ncclResult_t inits = runPending(std::move(pending));
+  const ncclResult_t inits = pending.empty() ? ncclSuccess : runPending(std::move(pending));
   if (inits != ncclSuccess && inits != ncclInProgress) return inits;
-  const ncclResult_t calls = runStreamWork(std::move(work));
+  const ncclResult_t calls = runStreamWork(work);
+  work.clear();
+  if (tlsStreamWork.empty()) tlsStreamWork.swap(work);  // its capacity serves the thread's next group
   return calls != ncclSuccess ? calls : inits;
 }
 

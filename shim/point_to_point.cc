@@ -16,12 +16,39 @@ using mscclpp_nccl::Status;
 
 namespace {
 
+// A communicator's transfers in the thread's current group. Slots are kept (comm null when free) and
+// their lists keep their capacity, so that an eager group allocates nothing for them.
 struct GroupTransfers {
+  ncclComm* comm;
   uint64_t epoch;
   std::vector<P2pOp> ops;
 };
 
-thread_local std::map<ncclComm*, GroupTransfers> tlsGroupTransfers;
+thread_local std::vector<GroupTransfers> tlsGroupTransfers;
+
+GroupTransfers* findTransfers(ncclComm* comm) {
+  for (GroupTransfers& group : tlsGroupTransfers)
+    if (group.comm == comm) return &group;
+  return nullptr;
+}
+
+GroupTransfers& newTransfers(ncclComm* comm) {
+  GroupTransfers* group = findTransfers(comm);  // stale: from a group that was dropped unrun
+  if (!group) group = findTransfers(nullptr);
+  if (!group) group = &tlsGroupTransfers.emplace_back();
+  group->comm = comm;
+  group->epoch = groupEpoch();
+  group->ops.clear();
+  return *group;
+}
+
+// Whether no two transfers share a peer and a direction (then they all run in one pass).
+bool onePass(const std::vector<P2pOp>& ops) {
+  for (size_t i = 0; i < ops.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (ops[j].peer == ops[i].peer && ops[j].isSend == ops[i].isSend) return false;
+  return true;
+}
 
 // Splits ops so that each pass holds at most one transfer per peer and direction, in call order.
 std::vector<std::vector<P2pOp>> splitPasses(const std::vector<P2pOp>& ops) {
@@ -36,6 +63,8 @@ std::vector<std::vector<P2pOp>> splitPasses(const std::vector<P2pOp>& ops) {
 }
 
 Status launchTransfers(Communicator& impl, cudaStream_t stream, const std::vector<P2pOp>& ops) {
+  constexpr size_t kCheckedPairs = 16;  // beyond this many transfers, splitting is cheaper than checking
+  if (ops.size() <= kCheckedPairs && onePass(ops)) return impl.sendRecv(ops, stream);
   for (const std::vector<P2pOp>& pass : splitPasses(ops)) MSCCLPP_TRY(impl.sendRecv(pass, stream));
   return Status::kSuccess;
 }
@@ -58,17 +87,19 @@ ncclResult_t transfer(bool isSend, void* buffer, size_t count, ncclDataType_t da
     });
 
   NCCL_TRY(checkStream(comm, stream, function));  // now, not only at ncclGroupEnd
-  auto found = tlsGroupTransfers.find(comm);
-  if (found != tlsGroupTransfers.end() && found->second.epoch == groupEpoch()) {
-    found->second.ops.push_back(op);
+  GroupTransfers* found = findTransfers(comm);
+  if (found && found->epoch == groupEpoch()) {
+    found->ops.push_back(op);
     deferToGroupEnd(comm, stream, nullptr);  // the group's transfers join every stream they named
     return ncclSuccess;
   }
-  tlsGroupTransfers[comm] = GroupTransfers{groupEpoch(), {op}};
+  newTransfers(comm).ops.push_back(op);
   deferToGroupEnd(comm, stream, [comm](Communicator& impl, cudaStream_t launch) {
-    GroupTransfers group = std::move(tlsGroupTransfers[comm]);
-    tlsGroupTransfers.erase(comm);
-    return launchTransfers(impl, launch, group.ops);
+    GroupTransfers* group = findTransfers(comm);
+    if (!group) return fail(Status::kInternalError, "ncclGroupEnd: a group's transfers were lost");
+    const Status status = launchTransfers(impl, launch, group->ops);
+    group->comm = nullptr;  // the slot is free again; its list keeps its capacity
+    return status;
   });
   return ncclSuccess;
 }
