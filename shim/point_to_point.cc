@@ -63,7 +63,7 @@ std::vector<std::vector<P2pOp>> splitPasses(const std::vector<P2pOp>& ops) {
 }
 
 Status launchTransfers(Communicator& impl, cudaStream_t stream, const std::vector<P2pOp>& ops) {
-  constexpr size_t kCheckedPairs = 16;  // beyond this many transfers, splitting is cheaper than checking
+  constexpr size_t kCheckedPairs = 16;  // bounds the pairwise check; larger groups split by map
   if (ops.size() <= kCheckedPairs && onePass(ops)) return impl.sendRecv(ops, stream);
   for (const std::vector<P2pOp>& pass : splitPasses(ops)) MSCCLPP_TRY(impl.sendRecv(pass, stream));
   return Status::kSuccess;
