@@ -290,7 +290,7 @@ def test_mapped_zero_copy_where_a_chunked_kernel_falls_back(driver: Path, table:
     send/recv, PreMulSum or a forced algorithm."""
     comm = COMMS[4]
     queries = ["all_reduce 2 33554432 0", "all_gather 2 33554432 0", "broadcast 4 4194304 0"]
-    queries += ["reduce 4 2097152 0", "all_reduce 2 524288 0", "broadcast 4 2097151 0"]
+    queries += ["reduce 4 4194304 0", "all_reduce 2 524288 0", "broadcast 4 2097151 0"]
     queries += ["sendrecv 4 33554432 0", "all_reduce 2 33554432 1", "reduce_scatter 2 33554432 1"]
     assert maps(driver, comm, queries, table) == [True] * 4 + [False] * 5
     if table == NO_TABLE:  # built-in rules: chunked above 1 MB
@@ -299,6 +299,30 @@ def test_mapped_zero_copy_where_a_chunked_kernel_falls_back(driver: Path, table:
         driver, comm, ["all_reduce 2 33554432 0", "all_gather 2 33554432 0"], table, algo=CHUNKED[0]
     )
     assert forced == [False, True], "a forced all_reduce algorithm must be exactly what runs"
+
+
+# Exchanges map their buffers from 16 MB of traffic over all ranks (a range per rank for rooted ones, a
+# range per pair of ranks for the others), and never below 2 MB ranges: (ranks, query, maps).
+TRAFFIC_CASES = [
+    (2, "reduce 2 4194304 0", False),  # 8 MB moved
+    (2, "reduce 2 8388608 0", True),
+    (2, "gather 2 4194304 0", False),
+    (2, "all_gather 2 2097152 0", False),  # 2 x 2 x 2 MB
+    (2, "all_gather 2 4194304 0", True),
+    (4, "reduce 2 2097152 0", False),
+    (4, "scatter 2 2097152 0", False),
+    (4, "reduce_scatter 2 2097152 0", True),  # 4 x 4 x 2 MB
+    (8, "broadcast 2 2097152 0", True),
+    (8, "alltoall 2 1048576 0", False),  # a range under 2 MB, whatever the traffic
+]
+
+
+@pytest.mark.parametrize("table", [NO_TABLE, str(SHIPPED)])
+def test_mapped_exchanges_from_enough_traffic(driver: Path, table: str) -> None:
+    """A mapped exchange pays a fixed cost that the scratch copies it saves must outweigh: it is taken
+    only where all ranks together move enough bytes, so rooted collectives need larger ranges."""
+    for nranks, query, expected in TRAFFIC_CASES:
+        assert maps(driver, COMMS[nranks], [query], table) == [expected], (nranks, query)
 
 
 def test_mapped_shape_serves_both_schedules(driver: Path) -> None:

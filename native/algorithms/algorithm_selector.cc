@@ -34,6 +34,11 @@ constexpr size_t kZeroCopyMinBytes = 1 << 20;
 // mapped kernel was level with the chunked exchange at 2 MB ranges and up to 2.3x faster from 4 MB,
 // slower below (perf/results/2026-12-02-h200-zero-copy).
 constexpr size_t kExchangeZeroCopyMinBytes = 2 << 20;
+// ...and from this much traffic: the mapped call's fixed cost (its barriers) is paid back by the scratch
+// copies it saves, which grow with the bytes all ranks move, not with the range alone. On one H200 at
+// 2, 4 and 8 ranks the chunked exchange was faster below it (reduce at 4 ranks, 2 MB: 16.6 against 21.6
+// us in graphs), the mapped one level or faster from it (perf/results/2026-12-02-h200-s13, runs 1-2).
+constexpr size_t kExchangeZeroCopyMinTraffic = 16 << 20;
 // Default zero-copy grid: one block per this many bytes of the segment each rank reduces (a block
 // moves 2 x nranks times that), so that medium messages use many SMs.
 constexpr size_t kDirectBlockBytes = 4 * 1024;
@@ -238,12 +243,25 @@ Choice AlgorithmSelector::choose(Collective collective, size_t elementBytes, siz
   return Choice{&fallback, shapeFor(fallback, TuningChoice{}, bytes), "rules"};
 }
 
+namespace {
+
+// Bytes an exchange of `rangeBytes` ranges moves over all ranks: a rooted one a range per rank, the
+// others a range per pair of ranks.
+size_t exchangeTraffic(Collective collective, size_t rangeBytes, int nranks) {
+  const bool rooted = collective == Collective::kBroadcast || collective == Collective::kReduce ||
+                      collective == Collective::kGather || collective == Collective::kScatter;
+  return rangeBytes * nranks * (rooted ? 1 : nranks);
+}
+
+}  // namespace
+
 bool AlgorithmSelector::mapsBuffers(Collective collective, size_t elementBytes, size_t bytes,
                                     bool preMultiply) const {
   const bool allReduce = collective == Collective::kAllReduce;
   // PreMulSum's per-rank scalars stay on scratch; a forced algorithm is what an experiment asked for.
   if (!mapsBuffers_ || preMultiply || collective == Collective::kSendRecv ||
       bytes < (allReduce ? kZeroCopyMinBytes : kExchangeZeroCopyMinBytes) ||
+      (!allReduce && exchangeTraffic(collective, bytes, nranks_) < kExchangeZeroCopyMinTraffic) ||
       forced_[static_cast<int>(collective)].algorithm)
     return false;
   // The fallback must be the chunked schedule, which the mapped kernel runs itself.
@@ -359,8 +377,14 @@ Status runSendRecv(const Transports& transports, const AlgorithmSelector& select
   const int rank = transports.p2p.packets.rank, nranks = transports.p2p.packets.nranks;
   // Kernel k of a path holds the distances in (k * perKernel, (k + 1) * perKernel]; self, kernel 0.
   auto kernelOf = [](int distance, int perKernel) { return distance == 0 ? 0 : (distance - 1) / perKernel; };
-  std::vector<std::vector<P2pOp>> packets(kernelOf(nranks - 1, kPacketDistancesPerKernel) + 1);
-  std::vector<std::vector<P2pOp>> chunks(kernelOf(nranks - 1, kChunkDistancesPerKernel) + 1);
+  // The thread keeps the per-kernel lists, with their capacity: an eager group allocates nothing here.
+  thread_local std::vector<std::vector<P2pOp>> packets, chunks;
+  auto reset = [](std::vector<std::vector<P2pOp>>& kernels, size_t count) {
+    kernels.resize(count);
+    for (std::vector<P2pOp>& kernel : kernels) kernel.clear();
+  };
+  reset(packets, kernelOf(nranks - 1, kPacketDistancesPerKernel) + 1);
+  reset(chunks, kernelOf(nranks - 1, kChunkDistancesPerKernel) + 1);
   for (const P2pOp& op : ops) {
     const int distance = ((op.isSend ? op.peer - rank : rank - op.peer) + nranks) % nranks;
     const Choice choice = selector.choose(Collective::kSendRecv, op.elementBytes, op.bytes);
@@ -380,12 +404,14 @@ Status runSendRecv(const Transports& transports, const AlgorithmSelector& select
     for (size_t k = 0; k < packets.size(); ++k)
       if (launches(packets[k])) publisher = k;
   for (size_t k = 0; k < packets.size(); ++k)
-    MSCCLPP_TRY(launchP2p(transports.p2p, packets[k], selector.maxBlocks(), selector.earlyLaunchBlocks(),
-                          k == publisher ? ticket : 0, stream));
+    if (!packets[k].empty())  // transfers to self only still copy
+      MSCCLPP_TRY(launchP2p(transports.p2p, packets[k], selector.maxBlocks(), selector.earlyLaunchBlocks(),
+                            k == publisher ? ticket : 0, stream));
   if (publisher < packets.size()) *published = ticket;
   for (const std::vector<P2pOp>& kernel : chunks)
-    MSCCLPP_TRY(launchP2pChunked(transports.p2pLanes, kernel, selector.laneBlocks(),
-                                 selector.earlyLaunchBlocks(), stream));
+    if (launches(kernel))
+      MSCCLPP_TRY(launchP2pChunked(transports.p2pLanes, kernel, selector.laneBlocks(),
+                                   selector.earlyLaunchBlocks(), stream));
   return Status::kSuccess;
 }
 

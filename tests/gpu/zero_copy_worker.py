@@ -154,11 +154,13 @@ def scenario_many(r: Rank) -> None:
 
 
 def scenario_exchanges(r: Rank) -> None:
-    """Every other collective on the same buffers call after call (4 MiB ranges), out of place then in
-    place (NCCL's layouts), then out of place one element into the allocations (no 16-byte accesses),
-    rooted ones at a root that moves: each result exact. In-place alltoall must stay on scratch (its
-    writes would hit ranges the peers still read)."""
-    n, me, count = r.size, r.rank, 1 << 20
+    """Every other collective on the same buffers call after call (4 MiB ranges; 8 MiB at 2 ranks, so that
+    rooted ones move enough to be mapped too), out of place then in place (NCCL's layouts), then out of
+    place one element into the allocations (no 16-byte accesses), rooted ones at a root that moves: each
+    result exact. In-place alltoall must stay on scratch (its writes would hit ranges the peers still
+    read)."""
+    n, me = r.size, r.rank
+    count = (2 << 20) if n == 2 else (1 << 20)
     for name in ("all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "gather", "scatter"):
         size = max(input_count(name, count, n), output_count(name, count, n))
         backing = cp.zeros(size + 1, dtype=cp.float32)
