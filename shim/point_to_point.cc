@@ -32,9 +32,10 @@ GroupTransfers* findTransfers(ncclComm* comm) {
   return nullptr;
 }
 
-GroupTransfers& newTransfers(ncclComm* comm) {
-  GroupTransfers* group = findTransfers(comm);  // stale: from a group that was dropped unrun
-  if (!group) group = findTransfers(nullptr);
+// The slot for comm's transfers in the current group: `stale`, the comm's slot from a group that was
+// dropped unrun (null if none), else a free one.
+GroupTransfers& newTransfers(ncclComm* comm, GroupTransfers* stale) {
+  GroupTransfers* group = stale ? stale : findTransfers(nullptr);
   if (!group) group = &tlsGroupTransfers.emplace_back();
   group->comm = comm;
   group->epoch = groupEpoch();
@@ -93,7 +94,7 @@ ncclResult_t transfer(bool isSend, void* buffer, size_t count, ncclDataType_t da
     deferToGroupEnd(comm, stream, nullptr);  // the group's transfers join every stream they named
     return ncclSuccess;
   }
-  newTransfers(comm).ops.push_back(op);
+  newTransfers(comm, found).ops.push_back(op);
   deferToGroupEnd(comm, stream, [comm](Communicator& impl, cudaStream_t launch) {
     GroupTransfers* group = findTransfers(comm);
     if (!group) return fail(Status::kInternalError, "ncclGroupEnd: a group's transfers were lost");

@@ -65,7 +65,7 @@ __host__ __device__ inline MappedFlow mappedFlow(const ExchangeArgs& args) {
 }
 
 // Whether the peers of `rank` read its source, or write into its destination, in the zero-copy exchange:
-// what it must map for them.
+// what it must map for them (and, for destinations, which ranks' the kernel writes into).
 inline bool peersReadSource(const ExchangeArgs& args, int rank) {
   const MappedFlow flow = mappedFlow(args);
   if (flow.spread) return args.reduce || rank == args.root;  // every source, or the root's
@@ -73,7 +73,7 @@ inline bool peersReadSource(const ExchangeArgs& args, int rank) {
   return args.sendTo == PeerSet::kAll || (args.sendTo == PeerSet::kRoot && rank != args.root);
 }
 
-inline bool peersWriteDestination(const ExchangeArgs& args, int rank) {
+__host__ __device__ inline bool peersWriteDestination(const ExchangeArgs& args, int rank) {
   const MappedFlow flow = mappedFlow(args);
   return flow.push || (flow.spread && args.reduce && rank == args.root);
 }

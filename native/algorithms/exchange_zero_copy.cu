@@ -73,7 +73,6 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
   const size_t segmentStart = flow.spread ? me * segmentBytes : 0;
   const size_t segmentEnd = flow.spread ? min(args.rangeBytes, segmentStart + segmentBytes) : args.rangeBytes;
   const size_t first = segmentStart + blockIdx.x * blockBytes;
-  auto writesInto = [&](int r) { return flow.push || (flow.spread && r == args.root); };
   BoundedWait wait(comm.wait);
   const uint64_t call = comm.calls[blockIdx.x] + 1;
   const MappedAgreement agreed =
@@ -84,7 +83,7 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
           sources[r] = source + me * args.srcStride + first;
           sourceAlignment[r] = unitAlignment(sources[r]);
         }
-        if (writesInto(r)) {
+        if (peersWriteDestination(args, r)) {  // the ranks whose destinations the call writes into
           char* destination = r == me ? static_cast<char*>(args.dst) : mappedBuffer(comm, r, theirs.recv);
           destinations[r] = destination + me * args.dstStride + first;
           destinationAlignment[r] = unitAlignment(destinations[r]);
