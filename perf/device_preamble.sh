@@ -1,0 +1,42 @@
+# Sourced at the top of a device run script (perf/results/*/runN.sh), from the repository root on the GPU
+# machine, after setting $logs (a folder for the run's logs, emptied first):
+#     logs=/tmp/runN_logs; source perf/device_preamble.sh
+# Prepares the machine (.devkit/device/prepare.sh: the carried wheels, NVLink multicast off, a private MPS
+# daemon), makes $logs and build/, and sets what every run uses: PYTHONPATH, bounded waits, the shipped
+# tuning table. unpack_stock puts stock NCCL 2.30.7 (carried in .devkit/stock-nccl) in $STOCK_LIB;
+# check_stream_order and gpu_suites run the ordering check and the GPU test suites that a change of
+# device code needs; pack_logs packs $logs into $OUT/NAME.tgz, NAME the folder's (few files come back).
+set -u
+kit=$PWD/.devkit
+rm -rf "$logs" && mkdir -p "$logs" build  # a machine may keep /tmp from an earlier run
+source "$kit/device/prepare.sh" > "$logs/prepare.log" 2>&1
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} MSCCLPP_NCCL_WAIT_TIMEOUT=20 MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT=30
+export MSCCLPP_NCCL_TUNING_FILE=$PWD/mscclpp_nccl/tuning/default.json
+
+unpack_stock() {
+  mkdir -p /tmp/stock && cat "$kit"/stock-nccl/nccl-2.30.7-sm90.tar.xz.part-* | tar -xJ -C /tmp/stock
+  STOCK_LIB=/tmp/stock/nccl-2.30.7-sm90/lib
+}
+
+# The ordering check across streams (tests/gpu/stream_order_check.cu) at each of the rank counts "$1".
+check_stream_order() {
+  nvcc -O2 -I shim -o build/stream_order_check tests/gpu/stream_order_check.cu -L mscclpp_nccl/lib -l:libnccl.so.2
+  for n in $1; do
+    LD_LIBRARY_PATH=$PWD/mscclpp_nccl/lib timeout 100 python3 -m mscclpp_nccl.run -n $n --mps --timeout 90 -- \
+      build/stream_order_check > "$logs/stream_order_$n.log" 2>&1
+    echo "stream_order n=$n rc=$? passes=$(grep -c 'PASS stream_order' "$logs/stream_order_$n.log")" \
+      "$(grep -m1 FAIL "$logs/stream_order_$n.log" | cut -c1-160)"
+  done
+}
+
+# The zero-copy suite (2, 4, 8 ranks and switched off), the collective, send/recv and all-reduce suites.
+gpu_suites() {
+  timeout 400 python3 -m pytest -v -rfEs -p no:cacheprovider --durations=0 tests/test_zero_copy_gpu.py \
+    tests/test_collectives_gpu.py::test_collective_scenarios tests/test_collectives_gpu.py::test_p2p_chunked_forced \
+    tests/test_collectives_gpu.py::test_p2p_many_peers tests/test_allreduce_gpu.py::test_allreduce_scenarios \
+    > "$logs/tests.log" 2>&1
+  echo "tests rc=$?: $(grep -E ' passed| failed' "$logs/tests.log" | tail -1)"
+  grep -E "^(FAILED|ERROR)" "$logs/tests.log" | head
+}
+
+pack_logs() { tar -czf "$OUT/$(basename "$logs").tgz" -C "$logs" .; }  # one tarball per run
