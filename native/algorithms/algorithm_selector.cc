@@ -158,6 +158,7 @@ LaunchShape AlgorithmSelector::shapeFor(const Algorithm& algorithm, const Tuning
                                         size_t bytes) const {
   LaunchShape shape = gridFor(algorithm, choice, bytes);
   shape.earlyLaunch = shape.blocks <= earlyLaunchBlocks();
+  shape.programmatic = earlyLaunchBlocks() > 0;
   return shape;
 }
 
@@ -281,6 +282,7 @@ LaunchShape AlgorithmSelector::mappedShape(size_t bytes, const LaunchShape& scra
   shape.blocks = std::max(shape.blocks, scratch.blocks);
   shape.threads = std::max(shape.threads, scratch.threads);
   shape.earlyLaunch = shape.blocks <= earlyLaunchBlocks();
+  shape.programmatic = earlyLaunchBlocks() > 0;
   return shape;
 }
 

@@ -29,7 +29,9 @@ struct LaunchShape {
   int blocks;
   int threads;
   size_t chunkBytes;
-  bool earlyLaunch;  // may start while the stream's previous kernel runs (kernel_launch.h)
+  bool earlyLaunch;   // may start while the stream's previous kernel runs (kernel_launch.h)
+  bool programmatic;  // may carry the early-launch attribute even so (kernel_launch.h): not where early
+                      // launch is off for the communicator
 };
 
 // Whether grid `shape` holds every block and thread of grid `scratch`: a mapped kernel runs its chunked

@@ -46,8 +46,8 @@ Status launchAllReduceOneShotPacket(const PacketComm& comm, const AllReduceArgs&
   MSCCLPP_TRY(kernelRounds(words, chunkWords * shape.blocks, "all-reduce (one-shot packet)", &rounds));
   auto launch = [&](auto type, auto op) {
     return launchKernel(allReduceOneShotPacketKernel<Tagged<decltype(type)>, Tagged<decltype(op)>>,
-                        shape.blocks, shape.threads, shape.earlyLaunch, stream, comm, args, chunkWords,
-                        rounds);
+                        shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic, stream, comm,
+                        args, chunkWords, rounds);
   };
   return launched(dispatchReduce(args.type, args.op.op, launch), "all-reduce (one-shot packet)");
 }

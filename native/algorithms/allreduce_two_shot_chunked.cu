@@ -34,8 +34,8 @@ Status launchAllReduceTwoShotChunked(const LaneComm& comm, const AllReduceArgs& 
   MSCCLPP_TRY(allReduceLaneSchedule(comm, args, shape, &segmentBytes, &schedule));
   auto launch = [&](auto type, auto op) {
     return launchKernel(allReduceTwoShotChunkedKernel<Tagged<decltype(type)>, Tagged<decltype(op)>>,
-                        shape.blocks, shape.threads, shape.earlyLaunch, stream, comm, args, segmentBytes,
-                        schedule);
+                        shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic, stream, comm,
+                        args, segmentBytes, schedule);
   };
   return launched(dispatchReduce(args.type, args.op.op, launch), "all-reduce (two-shot chunked)");
 }

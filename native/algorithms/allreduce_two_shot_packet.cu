@@ -76,8 +76,8 @@ Status launchAllReduceTwoShotPacket(const PacketComm& comm, const AllReduceArgs&
   MSCCLPP_TRY(kernelRounds(segmentWords, chunkWords * shape.blocks, "all-reduce (two-shot packet)", &rounds));
   auto launch = [&](auto type, auto op) {
     return launchKernel(allReduceTwoShotPacketKernel<Tagged<decltype(type)>, Tagged<decltype(op)>>,
-                        shape.blocks, shape.threads, shape.earlyLaunch, stream, comm, args, segmentWords,
-                        chunkWords, rounds);
+                        shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic, stream, comm,
+                        args, segmentWords, chunkWords, rounds);
   };
   return launched(dispatchReduce(args.type, args.op.op, launch), "all-reduce (two-shot packet)");
 }

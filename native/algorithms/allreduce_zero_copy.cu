@@ -133,8 +133,8 @@ Status launchDirect(Kernel kernel, const ZeroCopyComm& comm, const AllReduceArgs
   const size_t segmentBytes =
       divCeil(divCeil(args.count * elementBytes, comm.nranks), kLaneAlignment) * kLaneAlignment;
   const size_t blockBytes = divCeil(divCeil(segmentBytes, shape.blocks), kLaneAlignment) * kLaneAlignment;
-  return launched(launchKernel(kernel, shape.blocks, shape.threads, shape.earlyLaunch, stream, comm, args,
-                               buffers..., segmentBytes, blockBytes),
+  return launched(launchKernel(kernel, shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic,
+                               stream, comm, args, buffers..., segmentBytes, blockBytes),
                   "all-reduce (zero-copy)");
 }
 

@@ -31,7 +31,8 @@ Status launchExchangeChunked(const LaneComm& comm, const ExchangeArgs& args, Lau
   auto launch = [&](auto name, auto reduce, auto type, auto op) {
     return launchKernel(exchangeChunkedKernel<Tagged<decltype(name)>, Tagged<decltype(type)>,
                                               Tagged<decltype(op)>, decltype(reduce)::value>,
-                        shape.blocks, shape.threads, shape.earlyLaunch, stream, comm, args, schedule);
+                        shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic, stream, comm,
+                        args, schedule);
   };
   return launched(dispatchExchange(args.collective, args.reduce, args.type, args.op.op, launch),
                   "chunked exchange");

@@ -106,8 +106,8 @@ Status launchExchange(const PacketComm& comm, const ExchangeArgs& args, LaunchSh
   auto launch = [&](auto name, auto reduce, auto type, auto op) {
     return launchKernel(exchangePacketKernel<Tagged<decltype(name)>, Tagged<decltype(type)>,
                                              Tagged<decltype(op)>, decltype(reduce)::value>,
-                        shape.blocks, shape.threads, shape.earlyLaunch, stream, comm, args, chunkWords,
-                        rounds);
+                        shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic, stream, comm,
+                        args, chunkWords, rounds);
   };
   return launched(dispatchExchange(args.collective, args.reduce, args.type, args.op.op, launch),
                   "packet exchange");

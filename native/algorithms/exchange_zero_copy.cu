@@ -143,8 +143,8 @@ Status launchExchangeMapped(const ZeroCopyComm& comm, const LaneComm& lanes, con
   auto launch = [&](auto name, auto reduce, auto type, auto op) {
     return launchKernel(exchangeMappedKernel<Tagged<decltype(name)>, Tagged<decltype(type)>,
                                              Tagged<decltype(op)>, decltype(reduce)::value>,
-                        shape.blocks, shape.threads, shape.earlyLaunch, stream, comm, args, mine, lanes,
-                        schedule, segmentBytes, blockBytes);
+                        shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic, stream, comm,
+                        args, mine, lanes, schedule, segmentBytes, blockBytes);
   };
   return launched(dispatchExchange(args.collective, args.reduce, args.type, args.op.op, launch),
                   "zero-copy exchange");

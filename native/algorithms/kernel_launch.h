@@ -1,6 +1,6 @@
 // The one way the algorithms launch their kernels: a grid, and whether the kernel may start while the
 // previous kernel of the stream still runs (programmatic dependent launch, see
-// native/device/dependent_launch.cuh). Included by .cu files only.
+// native/device/dependent_launch.cuh). Included by the kernels' .cu files (and kernel_launch.cc).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,6 +8,7 @@
 #include <atomic>
 #include <climits>
 #include <cstddef>
+#include <mutex>
 
 #include "native/common/logging.h"
 #include "native/common/status.h"
@@ -36,12 +37,28 @@ inline Status kernelRounds(size_t work, size_t perRound, const char* algorithm, 
   return Status::kSuccess;
 }
 
-// Launches kernel<<<blocks, threads, 0, stream>>>(args..., early), early when `early`; returns the
-// launch's error. Every kernel takes `bool early` last and passes it to enterKernel(), which then lets
-// the next kernel start early too.
+// The early-launch attribute on a launch lets the kernel start once the stream's previous kernel lets
+// it (its enterKernel() still waits for that kernel to finish). It also makes the launch itself cheaper:
+// under MPS with 8 ranks, grids that are not launched early took 20-35% less eager time with it at 64 KB-4
+// MB (perf/results/2026-12-02-h200-s13, run 5). A grid too large to start beside a running kernel may
+// carry it only where the stream's previous kernel does not let its successor start early: one launched
+// early would, and the two together could hold more than the rank's share of SMs. The lock serialises
+// the decision with the launch, so that two threads launching on one stream are recorded in the order
+// their kernels are queued.
+std::mutex& launchLock();
+// Under launchLock(): whether a grid launched early (`early`) or not may carry the attribute on `stream`,
+// which is then recorded as ending in such a kernel. The record is by stream and graph capture (a
+// capture orders its own kernels); a stream it does not know, and the default streams (shared between
+// threads or devices), may end in any kernel, so only early grids carry it there.
+bool mayCarryEarlyAttribute(cudaStream_t stream, bool early);
+
+// Launches kernel<<<blocks, threads, 0, stream>>>(args..., early), early when `early`, and with the
+// early-launch attribute where `programmatic` and mayCarryEarlyAttribute allow; returns the launch's
+// error. Every kernel takes `bool early` last and passes it to enterKernel(), which then lets the next
+// kernel start early too.
 template <typename... Params, typename... Args>
-cudaError_t launchKernel(void (*kernel)(Params...), int blocks, int threads, bool early, cudaStream_t stream,
-                         const Args&... args) {
+cudaError_t launchKernel(void (*kernel)(Params...), int blocks, int threads, bool early, bool programmatic,
+                         cudaStream_t stream, const Args&... args) {
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(blocks);
   config.blockDim = dim3(threads);
@@ -49,7 +66,9 @@ cudaError_t launchKernel(void (*kernel)(Params...), int blocks, int threads, boo
   cudaLaunchAttribute attribute = {};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
-  if (!early || !earlyLaunchWorks().load(std::memory_order_relaxed))
+  std::lock_guard<std::mutex> lock(launchLock());
+  const bool attributed = (early || programmatic) && mayCarryEarlyAttribute(stream, early);
+  if (!attributed || !earlyLaunchWorks().load(std::memory_order_relaxed))
     return cudaLaunchKernelEx(&config, kernel, args..., early);
   config.attrs = &attribute;
   config.numAttrs = 1;

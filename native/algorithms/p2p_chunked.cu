@@ -71,7 +71,7 @@ Status launchP2pChunked(const LaneComm& comm, const std::vector<P2pOp>& ops, int
   const int blocks = std::min(lanes.count, maxBlocks);
   auto launch = [&](auto type, auto) {
     return launchKernel(sendRecvChunkedKernel<Tagged<decltype(type)>>, blocks, kLaneThreads,
-                        blocks <= earlyLaunchBlocks, stream, comm, lanes);
+                        blocks <= earlyLaunchBlocks, earlyLaunchBlocks > 0, stream, comm, lanes);
   };
   return launched(dispatchCopy(elementBytes, launch), "send/recv (chunked)");
 }

@@ -132,7 +132,7 @@ Status launchP2p(const P2pComm& comm, const std::vector<P2pOp>& ops, int maxBloc
   const int blocks = std::min(lanes.count, maxBlocks);
   auto launch = [&](auto type, auto) {
     return launchKernel(sendRecvPacketKernel<Tagged<decltype(type)>>, blocks, kPacketThreads,
-                        blocks <= earlyLaunchBlocks, stream, comm, lanes, ticket);
+                        blocks <= earlyLaunchBlocks, earlyLaunchBlocks > 0, stream, comm, lanes, ticket);
   };
   return launched(dispatchCopy(elementBytes, launch), "send/recv");
 }

@@ -7,7 +7,9 @@
 // read stale data (a previous kernel that does not opt in simply makes the wait return at once, after
 // ordinary stream order). A kernel launched early (`early`, which launchKernel passes as every kernel's
 // last parameter) also lets the next kernel start early; others do not, so that a running kernel and a
-// parked one never hold more SMs than the rank's share (AlgorithmSelector::earlyLaunchBlocks). A caller's
+// parked one never hold more SMs than the rank's share (AlgorithmSelector::earlyLaunchBlocks). A larger
+// grid may carry the attribute too, for its cheaper launch, only after a kernel that does not let it
+// start early (kernel_launch.h). A caller's
 // kernel that follows ours with the same launch attribute may start early too, and must then wait with
 // cudaGridDependencySynchronize() before it reads our output, as CUDA requires of any such kernel.
 #pragma once

@@ -1,0 +1,25 @@
+#include "native/algorithms/kernel_launch.h"
+
+#include "native/algorithms/launch_record.h"
+
+namespace mscclpp_nccl {
+
+std::mutex& launchLock() {
+  static std::mutex lock;
+  return lock;
+}
+
+bool mayCarryEarlyAttribute(cudaStream_t stream, bool early) {
+  // The legacy and per-thread default streams are one handle for several streams.
+  if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) return early;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long capture = 0;
+  if (cudaStreamGetCaptureInfo(stream, &status, &capture) != cudaSuccess) {
+    cudaGetLastError();  // not sticky; the launch itself reports what is wrong with the stream
+    return early;
+  }
+  static LaunchRecord record;  // under launchLock()
+  return record.mayCarry(stream, status == cudaStreamCaptureStatusActive ? capture : 0, early);
+}
+
+}  // namespace mscclpp_nccl
