@@ -9,6 +9,10 @@ std::mutex& launchLock() {
   return lock;
 }
 
+// Only our own launches are recorded. Other work queued between two of them (a caller's kernel, a copy,
+// a graph launch) cannot make a large grid start beside one of ours: the attribute relaxes a kernel's
+// wait on the kernel right before it in the stream only, and a caller's kernel there runs to its end
+// whatever our peers do.
 bool mayCarryEarlyAttribute(cudaStream_t stream, bool early) {
   // The legacy and per-thread default streams are one handle for several streams.
   if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) return early;

@@ -68,16 +68,22 @@ cudaError_t launchKernel(void (*kernel)(Params...), int blocks, int threads, boo
   attribute.val.programmaticStreamSerializationAllowed = 1;
   std::lock_guard<std::mutex> lock(launchLock());
   const bool attributed = (early || programmatic) && mayCarryEarlyAttribute(stream, early);
-  if (!attributed || !earlyLaunchWorks().load(std::memory_order_relaxed))
-    return cudaLaunchKernelEx(&config, kernel, args..., early);
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  if (cudaLaunchKernelEx(&config, kernel, args..., early) == cudaSuccess) return cudaSuccess;
-  cudaGetLastError();  // a launch error is not sticky: clear it and try without the attribute
-  config.attrs = nullptr;
-  config.numAttrs = 0;
-  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, args..., early);
-  if (err == cudaSuccess) earlyLaunchWorks().store(false, std::memory_order_relaxed);  // only it failed
+  cudaError_t err = cudaSuccess;
+  if (attributed && earlyLaunchWorks().load(std::memory_order_relaxed)) {
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    if ((err = cudaLaunchKernelEx(&config, kernel, args..., early)) == cudaSuccess) return err;
+    cudaGetLastError();  // a launch error is not sticky: clear it and try without the attribute
+    config.attrs = nullptr;
+    config.numAttrs = 0;
+    err = cudaLaunchKernelEx(&config, kernel, args..., early);
+    if (err == cudaSuccess) earlyLaunchWorks().store(false, std::memory_order_relaxed);  // only it failed
+  } else {
+    err = cudaLaunchKernelEx(&config, kernel, args..., early);
+  }
+  // A failed launch queued nothing, so the stream still ends in what ran before, perhaps a kernel
+  // launched early: record it as such (only early grids carry the attribute there next).
+  if (err != cudaSuccess) mayCarryEarlyAttribute(stream, true);
   return err;
 }
 
