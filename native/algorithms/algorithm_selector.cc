@@ -154,12 +154,21 @@ bool AlgorithmSelector::parseForced(const std::string& text) {
   return true;
 }
 
+namespace {
+
+// `shape` launched early where its grid is at most `earlyBlocks`, and carrying the early-launch attribute
+// at all only where early launch is on (earlyBlocks > 0; kernel_launch.h).
+LaunchShape withEarlyLaunch(LaunchShape shape, int earlyBlocks) {
+  shape.earlyLaunch = shape.blocks <= earlyBlocks;
+  shape.programmatic = earlyBlocks > 0;
+  return shape;
+}
+
+}  // namespace
+
 LaunchShape AlgorithmSelector::shapeFor(const Algorithm& algorithm, const TuningChoice& choice,
                                         size_t bytes) const {
-  LaunchShape shape = gridFor(algorithm, choice, bytes);
-  shape.earlyLaunch = shape.blocks <= earlyLaunchBlocks();
-  shape.programmatic = earlyLaunchBlocks() > 0;
-  return shape;
+  return withEarlyLaunch(gridFor(algorithm, choice, bytes), earlyLaunchBlocks());
 }
 
 LaunchShape AlgorithmSelector::gridFor(const Algorithm& algorithm, const TuningChoice& choice,
@@ -281,9 +290,7 @@ LaunchShape AlgorithmSelector::mappedShape(size_t bytes, const LaunchShape& scra
   LaunchShape shape = directShape(bytes);
   shape.blocks = std::max(shape.blocks, scratch.blocks);
   shape.threads = std::max(shape.threads, scratch.threads);
-  shape.earlyLaunch = shape.blocks <= earlyLaunchBlocks();
-  shape.programmatic = earlyLaunchBlocks() > 0;
-  return shape;
+  return withEarlyLaunch(shape, earlyLaunchBlocks());
 }
 
 namespace {
