@@ -168,7 +168,8 @@ class _Watchers:
         deadline = time.monotonic() + 30
         while not all((self.dir / f"ready.{r}").exists() for r in range(len(self.procs))):
             for r, p in enumerate(self.procs):
-                if p.poll() is not None:
+                # A rank may end at once after it is ready (exit, quit): only an earlier end is wrong.
+                if p.poll() is not None and not (self.dir / f"ready.{r}").exists():
                     raise AssertionError(f"rank {r} ended before it was ready: {_finish(p, 5)[1]}")
             assert time.monotonic() < deadline, "the ranks never got ready"
             time.sleep(0.02)
