@@ -1,10 +1,10 @@
 // Times collectives from C, the way nccl-tests does, so that eager numbers carry no Python overhead:
-// host wall time around N back-to-back out-of-place calls after warm-up, then the same calls captured
-// in a CUDA graph and replayed. Every size is timed eagerly before any capture, as separate nccl-tests
-// runs with and without -G would: once a communicator was captured, NCCL (and this library) order its
-// eager calls against graph launches, which costs each eager call an event wait and record. Works with any
-// libnccl.so.2 (ours or stock), picked by the loader. Sizes are nccl-tests' size column: the total bytes of
-// all_gather's and gather's output, reduce_scatter's input, scatter's root buffer and each rank's alltoall
+// host wall time around N back-to-back out-of-place calls after warm-up and a barrier, then the same calls
+// captured in a CUDA graph and replayed. Every size is timed eagerly before any capture, as separate
+// nccl-tests runs with and without -G would: once a communicator was captured, NCCL (and this library) order
+// its eager calls against graph launches, which costs each eager call an event wait and record. Works with
+// any libnccl.so.2 (ours or stock), picked by the loader. Sizes are nccl-tests' size column: the total bytes
+// of all_gather's and gather's output, reduce_scatter's input, scatter's root buffer and each rank's alltoall
 // buffer; the message of all_reduce, broadcast and reduce; what each rank sends in sendrecv (a ring: to
 // rank + 1, from rank - 1). bf16, sum, root 0. ncclGather and ncclScatter are looked up at run time.
 // host_us is the time the eager calls take to return, before the stream is synchronized: the per-call host
@@ -157,6 +157,15 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaMalloc(&recv, maxBytes));
   }
   CHECK_CUDA(cudaMemset(send, 0, maxBytes));
+  float* barrierWord = nullptr;
+  CHECK_CUDA(cudaMalloc(&barrierWord, sizeof(float)));
+  // Every timing starts with the ranks together, as nccl-tests' host barrier does: a rank that left the
+  // warm-up late would otherwise add its lag to the others' time. One float all-reduced, then drained.
+  auto barrier = [&]() -> int {  // 0, or 1 after printing what failed
+    CHECK_NCCL(ncclAllReduce(barrierWord, barrierWord, 1, ncclFloat, ncclSum, comm, stream));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    return 0;
+  };
   int version = 0;
   ncclGetVersion(&version);
   const double emptyLaunch = emptyLaunchMicros(stream);
@@ -225,7 +234,7 @@ int main(int argc, char** argv) {
           return ncclAllReduce(send, recv, count, ncclBfloat16, ncclSum, comm, stream);
         };
         for (int i = 0; i < warmup; ++i) CHECK_NCCL(run());
-        CHECK_CUDA(cudaStreamSynchronize(stream));
+        if (barrier() != 0) return 1;
         auto start = Clock::now();
         if (pass == 0) {
           for (double& phase : phaseUs) phase = 0;
@@ -247,7 +256,7 @@ int main(int argc, char** argv) {
         CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
         CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
         CHECK_CUDA(cudaGraphLaunch(exec, stream));
-        CHECK_CUDA(cudaStreamSynchronize(stream));
+        if (barrier() != 0) return 1;
         start = Clock::now();
         const int replays = 5;
         for (int i = 0; i < replays; ++i) CHECK_CUDA(cudaGraphLaunch(exec, stream));
@@ -263,6 +272,7 @@ int main(int argc, char** argv) {
     CHECK_NCCL(ncclCommWindowDeregister(comm, sendWindow));
     CHECK_NCCL(ncclCommWindowDeregister(comm, recvWindow));
   }
+  CHECK_CUDA(cudaFree(barrierWord));
   CHECK_NCCL(ncclCommDestroy(comm));
   if (windows) {
     CHECK_NCCL(ncclMemFree(send));
