@@ -5,7 +5,8 @@
 # daemon), makes $logs and build/, and sets what every run uses: PYTHONPATH, bounded waits, the shipped
 # tuning table. unpack_stock puts stock NCCL 2.30.7 (carried in .devkit/stock-nccl) in $STOCK_LIB;
 # check_stream_order and gpu_suites run the ordering check and the GPU test suites that a change of
-# device code needs; pack_logs packs $logs into $OUT/NAME.tgz, NAME the folder's (few files come back).
+# device code needs; run_tests runs any others; side_by_side_all times ours against stock; pack_logs packs
+# $logs into $OUT/NAME.tgz, NAME the folder's (few files come back).
 set -u
 kit=$PWD/.devkit
 rm -rf "$logs" && mkdir -p "$logs" build  # a machine may keep /tmp from an earlier run
@@ -29,14 +30,31 @@ check_stream_order() {
   done
 }
 
+# Every pytest node id given (or whole files) from tests/, into $logs/$1.log: run_tests NAME LIMIT_S TESTS...
+run_tests() {
+  local name=$1 limit=$2
+  shift 2
+  timeout "$limit" python3 -m pytest -v -rfEs -p no:cacheprovider --durations=0 "$@" > "$logs/$name.log" 2>&1
+  echo "$name rc=$?: $(grep -E ' passed| failed' "$logs/$name.log" | tail -1)"
+  grep -E "^(FAILED|ERROR)" "$logs/$name.log" | head
+}
+
 # The zero-copy suite (2, 4, 8 ranks and switched off), the collective, send/recv and all-reduce suites.
 gpu_suites() {
-  timeout 400 python3 -m pytest -v -rfEs -p no:cacheprovider --durations=0 tests/test_zero_copy_gpu.py \
-    tests/test_collectives_gpu.py::test_collective_scenarios tests/test_collectives_gpu.py::test_p2p_chunked_forced \
-    tests/test_collectives_gpu.py::test_p2p_many_peers tests/test_allreduce_gpu.py::test_allreduce_scenarios \
-    > "$logs/tests.log" 2>&1
-  echo "tests rc=$?: $(grep -E ' passed| failed' "$logs/tests.log" | tail -1)"
-  grep -E "^(FAILED|ERROR)" "$logs/tests.log" | head
+  run_tests tests 400 tests/test_zero_copy_gpu.py tests/test_collectives_gpu.py::test_collective_scenarios \
+    tests/test_collectives_gpu.py::test_p2p_chunked_forced tests/test_collectives_gpu.py::test_p2p_many_peers \
+    tests/test_allreduce_gpu.py::test_allreduce_scenarios
+}
+
+# Ours against stock NCCL 2.30.7, every collective the timer knows, at each of the rank counts "$1":
+# the table goes to $OUT/side_by_side.md, the timer's outputs to $logs/timer.
+side_by_side_all() {
+  unpack_stock
+  local started=$SECONDS
+  MSCCLPP_NCCL_WAIT_TIMEOUT=30 TIMER_TIMEOUT=150 bash perf/side_by_side.sh "$logs/timer" "$STOCK_LIB" "$1" \
+    all_reduce all_gather reduce_scatter alltoall broadcast reduce gather scatter sendrecv
+  echo "side by side: $((SECONDS - started))s"
+  python3 perf/side_by_side.py "$logs/timer" > "$OUT/side_by_side.md" 2>&1
 }
 
 pack_logs() { tar -czf "$OUT/$(basename "$logs").tgz" -C "$logs" .; }  # one tarball per run
