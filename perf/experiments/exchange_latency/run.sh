@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The exchange-latency experiment (README.md beside this file), on the GPU machine, from the repository
+# root:  bash perf/experiments/exchange_latency/run.sh OUTDIR
+# Builds perf/packet_kernel_bench.cu against the kernels as they are (baseline) and with each patch here
+# (and all of them together), then runs every build at 2, 4 and 8 ranks, twice, interleaved, 8 B-4 KB on
+# one block; last, the table of compare.py. Each bench checks its outputs and exits 1 on a wrong one.
+set -u
+here=perf/experiments/exchange_latency
+out=${1:?usage: run.sh OUTDIR}
+mkdir -p "$out"
+build() {  # NAME PATCH...: a copy of native/ with the patches applied, and the bench built on it
+  local name=$1 dir=/tmp/exchange_latency_src/$1
+  shift
+  rm -rf "$dir" && mkdir -p "$dir" && cp -r native "$dir/"
+  for patch in "$@"; do patch -s -d "$dir" -p1 < "$here/$patch.patch" || return 1; done
+  nvcc -std=c++17 -O3 -I"$dir" -I. --expt-relaxed-constexpr -arch=sm_90 -o "$out/bench_$name" \
+    perf/packet_kernel_bench.cu "$dir"/native/algorithms/{exchange_packet.cu,allreduce_one_shot_packet.cu} \
+    "$dir"/native/algorithms/{kernel_launch.cc,launch_record.cc} "$dir"/native/collective_plans.cc \
+    "$dir"/native/common/{logging.cc,env.cc} > "$out/build_$name.log" 2>&1
+}
+variants=(baseline send_once self_copy_last store_no_clobber receive_any_order all)
+build baseline &
+for patch in send_once self_copy_last store_no_clobber receive_any_order; do build "$patch" "$patch" & done
+build all send_once self_copy_last receive_any_order store_no_clobber &
+wait
+for name in "${variants[@]}"; do [ -x "$out/bench_$name" ] || echo "build $name failed: $(tail -3 "$out/build_$name.log")"; done
+for n in 2 4 8; do
+  for repeat in 1 2; do
+    for name in "${variants[@]}"; do
+      [ -x "$out/bench_$name" ] || continue
+      timeout 120 "$out/bench_$name" "$n" 8 4096 1 > "$out/${name}_${n}_$repeat.txt" 2>&1 ||
+        echo "$name at $n ranks failed: $(tail -2 "$out/${name}_${n}_$repeat.txt")"
+    done
+  done
+done
+python3 "$here/compare.py" "$out"
