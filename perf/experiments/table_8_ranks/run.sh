@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The 8-rank table experiment (README.md beside this file), on the GPU machine, from the repository root,
+# after sourcing perf/device_preamble.sh:  bash perf/experiments/table_8_ranks/run.sh OUTDIR
+# Ours only: the shipped table against packet grids forced to 16 and 8 blocks, every exchange collective
+# and the all-reduce at 8 ranks, 16 KB-4 MB; then perf/compare_configs.py's table of where a forced grid
+# wins by more than 5%.
+set -u
+out=${1:?usage: run.sh OUTDIR}
+mkdir -p "$out" build
+nvcc -O2 -I shim -o build/nccl_timer perf/nccl_timer.cu -L mscclpp_nccl/lib -l:libnccl.so.2 || exit 1
+collectives=all_reduce,all_gather,reduce_scatter,alltoall,broadcast,reduce,gather,scatter
+one() {  # CONFIG [MSCCLPP_NCCL_ALGO]: one timer launch, one CONFIG_COLLECTIVE_8.txt per collective
+  local config=$1 algo=${2:-} log=$out/$1_8.log
+  env ${algo:+MSCCLPP_NCCL_ALGO=$algo} LD_LIBRARY_PATH=$PWD/mscclpp_nccl/lib timeout 120 \
+    python3 -m mscclpp_nccl.run -n 8 --mps --timeout 110 -- build/nccl_timer "$collectives" 16384 4194304 2 20 \
+    > "$log" 2>&1 || echo "$config failed (see $log)"
+  awk -v dir="$out" -v c="$config" '!sub(/^\[0\] /, "") { next }
+    /^# nccl_timer: / { file = dir "/" c "_" $3 "_8.txt" } file { print > file }' "$log"
+}
+one table
+one grid16 "exchange_packet/16,all_reduce=allreduce_two_shot_packet/16"
+one grid8 "exchange_packet/8,all_reduce=allreduce_two_shot_packet/8"
+python3 perf/compare_configs.py "$out"
