@@ -154,18 +154,6 @@ bool AlgorithmSelector::parseForced(const std::string& text) {
   return true;
 }
 
-namespace {
-
-// `shape` launched early where its grid is at most `earlyBlocks`, and carrying the early-launch attribute
-// at all only where early launch is on (earlyBlocks > 0; kernel_launch.h).
-LaunchShape withEarlyLaunch(LaunchShape shape, int earlyBlocks) {
-  shape.earlyLaunch = shape.blocks <= earlyBlocks;
-  shape.programmatic = earlyBlocks > 0;
-  return shape;
-}
-
-}  // namespace
-
 LaunchShape AlgorithmSelector::shapeFor(const Algorithm& algorithm, const TuningChoice& choice,
                                         size_t bytes) const {
   return withEarlyLaunch(gridFor(algorithm, choice, bytes), earlyLaunchBlocks());

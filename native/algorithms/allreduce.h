@@ -34,6 +34,15 @@ struct LaunchShape {
                       // launch is off for the communicator
 };
 
+// `shape` with its early-launch flags, for a communicator whose grids of at most `earlyBlocks` launch
+// early (0: none do): it launches early where it fits, and may carry the early-launch attribute at all
+// only where early launch is on (kernel_launch.h). Every launcher's grid takes its flags from here.
+inline LaunchShape withEarlyLaunch(LaunchShape shape, int earlyBlocks) {
+  shape.earlyLaunch = shape.blocks <= earlyBlocks;
+  shape.programmatic = earlyBlocks > 0;
+  return shape;
+}
+
 // Whether grid `shape` holds every block and thread of grid `scratch`: a mapped kernel runs its chunked
 // fallback's schedule itself (AlgorithmSelector::mappedShape makes such a grid).
 inline bool holdsGrid(const LaunchShape& shape, const LaunchShape& scratch) {

@@ -68,10 +68,11 @@ Status launchP2pChunked(const LaneComm& comm, const std::vector<P2pOp>& ops, int
   size_t elementBytes = 8;
   MSCCLPP_TRY(cutIntoLanes(ops, comm.rank, lanesFor, comm.slotBytes, &lanes, &elementBytes));
   if (lanes.count == 0) return Status::kSuccess;
-  const int blocks = std::min(lanes.count, maxBlocks);
+  const LaunchShape shape =
+      withEarlyLaunch({std::min(lanes.count, maxBlocks), kLaneThreads, 0, false, false}, earlyLaunchBlocks);
   auto launch = [&](auto type, auto) {
-    return launchKernel(sendRecvChunkedKernel<Tagged<decltype(type)>>, blocks, kLaneThreads,
-                        blocks <= earlyLaunchBlocks, earlyLaunchBlocks > 0, stream, comm, lanes);
+    return launchKernel(sendRecvChunkedKernel<Tagged<decltype(type)>>, shape.blocks, shape.threads,
+                        shape.earlyLaunch, shape.programmatic, stream, comm, lanes);
   };
   return launched(dispatchCopy(elementBytes, launch), "send/recv (chunked)");
 }

@@ -129,10 +129,11 @@ Status launchP2p(const P2pComm& comm, const std::vector<P2pOp>& ops, int maxBloc
     }
   }
   if (lanes.count == 0) return Status::kSuccess;
-  const int blocks = std::min(lanes.count, maxBlocks);
+  const LaunchShape shape =
+      withEarlyLaunch({std::min(lanes.count, maxBlocks), kPacketThreads, 0, false, false}, earlyLaunchBlocks);
   auto launch = [&](auto type, auto) {
-    return launchKernel(sendRecvPacketKernel<Tagged<decltype(type)>>, blocks, kPacketThreads,
-                        blocks <= earlyLaunchBlocks, earlyLaunchBlocks > 0, stream, comm, lanes, ticket);
+    return launchKernel(sendRecvPacketKernel<Tagged<decltype(type)>>, shape.blocks, shape.threads,
+                        shape.earlyLaunch, shape.programmatic, stream, comm, lanes, ticket);
   };
   return launched(dispatchCopy(elementBytes, launch), "send/recv");
 }
