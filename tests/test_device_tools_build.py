@@ -43,7 +43,8 @@ def documented_build(source: Path) -> list[str]:
 
 def test_documented_build_reads_continuations(tmp_path: Path) -> None:
     source = tmp_path / "tool.cu"
-    source.write_text("// Tool.\n// Build:  nvcc -O2 -o build/tool \\\n//   tool.cu -lfoo\n// Run: build/tool\n")
+    header = ["// Tool.", "// Build:  nvcc -O2 -o build/tool \\", "//   tool.cu -lfoo", "// Run: build/tool"]
+    source.write_text("\n".join(header) + "\n")
     assert documented_build(source) == ["nvcc", "-O2", "-o", "build/tool", "tool.cu", "-lfoo"]
 
 
