@@ -105,7 +105,7 @@ size_t movedBytes(const std::string& collective, size_t bytes, int nranks) {
   return bytes / 2 / nranks * 2;
 }
 
-// Checks rank `r`'s output of `collective` (inputs as set up in main: rank q's elements are q + 1);
+// Checks `rank`'s output of `collective` (inputs as set up in main: rank q's elements are q + 1);
 // returns the first wrong element's description, or "" when all are right.
 std::string wrongOutput(const std::string& collective, const Rank& rank, size_t bytes, int nranks) {
   const size_t count = bytes / 2, share = count / nranks;
