@@ -10,12 +10,8 @@ mkdir -p "$out" build
 nvcc -O2 -I shim -o build/nccl_timer perf/nccl_timer.cu -L mscclpp_nccl/lib -l:libnccl.so.2 || exit 1
 collectives=all_reduce,all_gather,reduce_scatter,alltoall,broadcast,reduce,gather,scatter
 one() {  # CONFIG [MSCCLPP_NCCL_ALGO]: one timer launch, one CONFIG_COLLECTIVE_8.txt per collective
-  local config=$1 algo=${2:-} log=$out/$1_8.log
-  env ${algo:+MSCCLPP_NCCL_ALGO=$algo} LD_LIBRARY_PATH=$PWD/mscclpp_nccl/lib timeout 120 \
-    python3 -m mscclpp_nccl.run -n 8 --mps --timeout 110 -- build/nccl_timer "$collectives" 16384 4194304 2 20 \
-    > "$log" 2>&1 || echo "$config failed (see $log)"
-  awk -v dir="$out" -v c="$config" '!sub(/^\[0\] /, "") { next }
-    /^# nccl_timer: / { file = dir "/" c "_" $3 "_8.txt" } file { print > file }' "$log"
+  TIMER_TIMEOUT=120 bash perf/time_split.sh "$out" "$1" "$PWD/mscclpp_nccl/lib" 8 "$collectives" 16384 4194304 \
+    ${2:+MSCCLPP_NCCL_ALGO=$2}
 }
 one table
 one grid16 "exchange_packet/16,all_reduce=allreduce_two_shot_packet/16"
