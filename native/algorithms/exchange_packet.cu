@@ -28,6 +28,8 @@ __global__ void __launch_bounds__(kPacketThreads)
   const char* src = static_cast<const char*>(args.src);
   char* dst = static_cast<char*>(args.dst);
   auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7) == 0; };
+  // Whether this rank sends data to any peer (a rank that sends none must not read its source).
+  const bool sendsData = args.sendTo == PeerSet::kAll || (args.sendTo == PeerSet::kRoot && me != args.root);
 
   for (int round = 0; round < rounds; ++round) {
     // A token certifies its whole block: no thread may still read the previous step when one is sent.
@@ -36,17 +38,37 @@ __global__ void __launch_bounds__(kPacketThreads)
     const size_t first = (static_cast<size_t>(round) * gridDim.x + blockIdx.x) * chunkWords;
     const size_t n = first < words ? min(words - first, chunkWords) : 0;
 
-    for (int k = 1; k < comm.nranks; ++k) {
-      const int peer = peerAfter(me, k, comm.nranks);
-      if (n > 0 && peerSetHas(args.sendTo, peer, args.root)) {
-        const char* range = src + peer * args.srcStride;
-        const bool rangeAligned = aligned(range);
-        for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
-          const uint2 bits = loadWord<T>(range, first + i, args.rangeBytes, rangeAligned);
-          step.send(peer, i, scale ? Word<T>::scale(bits, scalar) : bits);
+    if (sendsData && n > 0 && args.srcStride == 0) {
+      // One range for every receiver (all_gather, gather, reduce, broadcast's root): each word is
+      // loaded once and sent to all, and the data goes before the tokens, so that the receivers that
+      // wait for data see it sooner (perf/experiments/exchange_latency: 7-16% at 4 and 8 ranks).
+      const bool srcAligned = aligned(src);
+      for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const uint2 bits = loadWord<T>(src, first + i, args.rangeBytes, srcAligned);
+        const uint2 word = scale ? Word<T>::scale(bits, scalar) : bits;
+        for (int k = 1; k < comm.nranks; ++k) {
+          const int peer = peerAfter(me, k, comm.nranks);
+          if (peerSetHas(args.sendTo, peer, args.root)) step.send(peer, i, word);
         }
-      } else if (threadIdx.x == 0) {
-        step.send(peer, 0, make_uint2(0, 0));  // a token
+      }
+      if (threadIdx.x == 0)
+        for (int k = 1; k < comm.nranks; ++k) {
+          const int peer = peerAfter(me, k, comm.nranks);
+          if (!peerSetHas(args.sendTo, peer, args.root)) step.send(peer, 0, make_uint2(0, 0));  // a token
+        }
+    } else {
+      for (int k = 1; k < comm.nranks; ++k) {
+        const int peer = peerAfter(me, k, comm.nranks);
+        if (n > 0 && peerSetHas(args.sendTo, peer, args.root)) {
+          const char* range = src + peer * args.srcStride;
+          const bool rangeAligned = aligned(range);
+          for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
+            const uint2 bits = loadWord<T>(range, first + i, args.rangeBytes, rangeAligned);
+            step.send(peer, i, scale ? Word<T>::scale(bits, scalar) : bits);
+          }
+        } else if (threadIdx.x == 0) {
+          step.send(peer, 0, make_uint2(0, 0));  // a token
+        }
       }
     }
 

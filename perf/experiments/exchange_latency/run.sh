@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The exchange-latency experiment (README.md beside this file), on the GPU machine, from the repository
-# root:  bash perf/experiments/exchange_latency/run.sh OUTDIR
-# Builds perf/packet_kernel_bench.cu against the kernels as they are (baseline) and with each patch here
-# (and all of them together), then runs every build at 2, 4 and 8 ranks, twice, interleaved, 8 B-4 KB on
-# one block; last, the table of compare.py. Each bench checks its outputs and exits 1 on a wrong one.
+# root:  bash perf/experiments/exchange_latency/run.sh OUTDIR [PATCH...]
+# Builds perf/packet_kernel_bench.cu against the kernels as they are (baseline) and with each patch named
+# (default: every patch here, and all of them together), then runs every build at 2, 4 and 8 ranks,
+# twice, interleaved, 8 B-4 KB on one block; last, the table of compare.py. Each bench checks its outputs
+# and exits 1 on a wrong one.
 set -u
 here=perf/experiments/exchange_latency
 out=${1:?usage: run.sh OUTDIR}
@@ -18,10 +19,16 @@ build() {  # NAME PATCH...: a copy of native/ with the patches applied, and the 
     "$dir"/native/algorithms/{kernel_launch.cc,launch_record.cc} "$dir"/native/collective_plans.cc \
     "$dir"/native/common/{logging.cc,env.cc} > "$out/build_$name.log" 2>&1
 }
-variants=(baseline send_once self_copy_last store_no_clobber receive_any_order all)
+shift
+patches=("$@")
+[ $# -gt 0 ] || patches=(self_copy_last store_no_clobber receive_any_order)
+variants=(baseline "${patches[@]}")
 build baseline &
-for patch in send_once self_copy_last store_no_clobber receive_any_order; do build "$patch" "$patch" & done
-build all send_once self_copy_last receive_any_order store_no_clobber &
+for patch in "${patches[@]}"; do build "$patch" "$patch" & done
+if [ $# -eq 0 ]; then
+  variants+=(all)
+  build all "${patches[@]}" &
+fi
 wait
 for name in "${variants[@]}"; do [ -x "$out/bench_$name" ] || echo "build $name failed: $(tail -3 "$out/build_$name.log")"; done
 for n in 2 4 8; do
