@@ -225,6 +225,17 @@ def test_shipped_table_is_read(driver: Path) -> None:
     ]
 
 
+def test_shipped_table_at_8_ranks(driver: Path) -> None:
+    """At 8 ranks on one H200 the packet exchange beats the chunked one up to these ranges (session 15's
+    perf/experiments/table_8_ranks run: gather and scatter 1 MB 27-35%, broadcast 256 KB and all_gather
+    4 MB 14-16%); past them the chunked one takes over."""
+    queries = ["gather 2 131072", "scatter 2 131072", "broadcast 2 262144", "all_gather 2 524288"]
+    queries += ["gather 2 131073", "scatter 2 131073", "broadcast 2 262145", "all_gather 2 524289"]
+    got = choose(driver, COMMS[8], queries, str(SHIPPED))
+    assert [c.algorithm for c in got] == ["exchange_packet"] * 4 + ["exchange_chunked"] * 4
+    assert {c.source for c in got} == {"table"}
+
+
 def test_packet_work_spreads_over_the_blocks(driver: Path) -> None:
     """Packet defaults: a block per 512 words, each block a fair share of the words (not a whole slot,
     which would leave one block doing a small message alone), a slot at most per step."""
