@@ -1,12 +1,14 @@
 // Times collectives from C, the way nccl-tests does, so that eager numbers carry no Python overhead:
 // host wall time around N back-to-back out-of-place calls after warm-up and a barrier, then the same calls
-// captured in a CUDA graph and replayed. Every size is timed eagerly before any capture, as separate
-// nccl-tests runs with and without -G would: once a communicator was captured, NCCL (and this library) order
-// its eager calls against graph launches, which costs each eager call an event wait and record. Works with
-// any libnccl.so.2 (ours or stock), picked by the loader. Sizes are nccl-tests' size column: the total bytes
-// of all_gather's and gather's output, reduce_scatter's input, scatter's root buffer and each rank's alltoall
-// buffer; the message of all_reduce, broadcast and reduce; what each rank sends in sendrecv (a ring: to
-// rank + 1, from rank - 1). bf16, sum, root 0. ncclGather and ncclScatter are looked up at run time.
+// captured in a CUDA graph and replayed; each figure the median of NCCL_TIMER_TRIALS (default 3) timings.
+// Every size is timed eagerly before any capture, as separate nccl-tests runs with and without -G would:
+// once a communicator was captured, NCCL (and this library) order its eager calls against graph launches,
+// which costs each eager call an event wait and record.
+// Works with any libnccl.so.2 (ours or stock), picked by the loader. Sizes are nccl-tests' size column:
+// the total bytes of all_gather's and gather's output, reduce_scatter's input, scatter's root buffer and
+// each rank's alltoall buffer; the message of all_reduce, broadcast and reduce; what each rank sends in
+// sendrecv (a ring: to rank + 1, from rank - 1). bf16, sum, root 0. ncclGather and ncclScatter are looked
+// up at run time.
 // host_us is the time the eager calls take to return, before the stream is synchronized: the per-call host
 // cost. The pseudo-collective `empty` launches one empty kernel per call instead: the same loop's floor,
 // which no library that launches a kernel per call can go under.
@@ -27,6 +29,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -94,6 +97,13 @@ using Clock = std::chrono::steady_clock;
 __global__ void emptyKernel() {}
 
 // Host microseconds one launch of an empty kernel takes: the floor under any library's per-call cost.
+// The middle of a few timings: one scheduler hiccup on the host (eight ranks share 16 cores) would
+// otherwise stand for a whole size.
+double median(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
 double emptyLaunchMicros(cudaStream_t stream) {
   for (int i = 0; i < 10; ++i) emptyKernel<<<1, 32, 0, stream>>>();
   cudaStreamSynchronize(stream);
@@ -115,6 +125,7 @@ int main(int argc, char** argv) {
   const size_t minBytes = strtoull(argv[2], nullptr, 0), maxBytes = strtoull(argv[3], nullptr, 0);
   const size_t factor = argc > 4 ? strtoull(argv[4], nullptr, 0) : 2;
   const int iters = argc > 5 ? atoi(argv[5]) : 20, warmup = 5;
+  const int trials = std::max(1, envInt("NCCL_TIMER_TRIALS", 3));
   const int rank = envInt("MSCCLPP_NCCL_RANK", envInt("RANK", 0));
   const int nranks = envInt("MSCCLPP_NCCL_WORLD_SIZE", envInt("WORLD_SIZE", 1));
   std::vector<std::string> collectives;
@@ -234,18 +245,22 @@ int main(int argc, char** argv) {
           return ncclAllReduce(send, recv, count, ncclBfloat16, ncclSum, comm, stream);
         };
         for (int i = 0; i < warmup; ++i) CHECK_NCCL(run());
-        if (barrier() != 0) return 1;
-        auto start = Clock::now();
         if (pass == 0) {
-          for (double& phase : phaseUs) phase = 0;
-          for (int i = 0; i < iters; ++i) CHECK_NCCL(run());
-          hostUs[which][at] = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters;
-          if (phases && collective == "sendrecv" && rank == 0)
-            printf("# phases %zu B (us per call): group start %.2f, send %.2f, recv %.2f, group end %.2f\n",
-                   bytes, phaseUs[0] / iters, phaseUs[1] / iters, phaseUs[2] / iters, phaseUs[3] / iters);
-          CHECK_CUDA(cudaStreamSynchronize(stream));
-          eagerUs[which][at] =
-              std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters;
+          std::vector<double> eager, host;
+          for (int trial = 0; trial < trials; ++trial) {
+            if (barrier() != 0) return 1;
+            const auto start = Clock::now();
+            for (double& phase : phaseUs) phase = 0;
+            for (int i = 0; i < iters; ++i) CHECK_NCCL(run());
+            host.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters);
+            if (phases && collective == "sendrecv" && rank == 0)
+              printf("# phases %zu B (us per call): group start %.2f, send %.2f, recv %.2f, group end %.2f\n",
+                     bytes, phaseUs[0] / iters, phaseUs[1] / iters, phaseUs[2] / iters, phaseUs[3] / iters);
+            CHECK_CUDA(cudaStreamSynchronize(stream));
+            eager.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters);
+          }
+          eagerUs[which][at] = median(eager);
+          hostUs[which][at] = median(host);
           continue;
         }
 
@@ -256,13 +271,17 @@ int main(int argc, char** argv) {
         CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
         CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
         CHECK_CUDA(cudaGraphLaunch(exec, stream));
-        if (barrier() != 0) return 1;
-        start = Clock::now();
-        const int replays = 5;
-        for (int i = 0; i < replays; ++i) CHECK_CUDA(cudaGraphLaunch(exec, stream));
-        CHECK_CUDA(cudaStreamSynchronize(stream));
-        double captured =
-            std::chrono::duration<double, std::micro>(Clock::now() - start).count() / (replays * iters);
+        std::vector<double> graphUs;
+        for (int trial = 0; trial < trials; ++trial) {
+          if (barrier() != 0) return 1;
+          const auto start = Clock::now();
+          const int replays = 5;
+          for (int i = 0; i < replays; ++i) CHECK_CUDA(cudaGraphLaunch(exec, stream));
+          CHECK_CUDA(cudaStreamSynchronize(stream));
+          graphUs.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count() /
+                            (replays * iters));
+        }
+        const double captured = median(graphUs);
         CHECK_CUDA(cudaGraphExecDestroy(exec));
         CHECK_CUDA(cudaGraphDestroy(graph));
         if (rank == 0)
