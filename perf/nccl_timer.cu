@@ -126,6 +126,7 @@ int main(int argc, char** argv) {
   const size_t factor = argc > 4 ? strtoull(argv[4], nullptr, 0) : 2;
   const int iters = argc > 5 ? atoi(argv[5]) : 20, warmup = 5;
   const int trials = std::max(1, envInt("NCCL_TIMER_TRIALS", 3));
+  const bool showTrials = envInt("NCCL_TIMER_SHOW_TRIALS", 0) != 0;  // each eager timing, in order
   const int rank = envInt("MSCCLPP_NCCL_RANK", envInt("RANK", 0));
   const int nranks = envInt("MSCCLPP_NCCL_WORLD_SIZE", envInt("WORLD_SIZE", 1));
   std::vector<std::string> collectives;
@@ -258,6 +259,11 @@ int main(int argc, char** argv) {
                      bytes, phaseUs[0] / iters, phaseUs[1] / iters, phaseUs[2] / iters, phaseUs[3] / iters);
             CHECK_CUDA(cudaStreamSynchronize(stream));
             eager.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters);
+          }
+          if (showTrials && rank == 0) {
+            printf("# trials %s %zu B, eager us:", collective.c_str(), bytes);
+            for (double us : eager) printf(" %.2f", us);
+            printf("\n");
           }
           eagerUs[which][at] = median(eager);
           hostUs[which][at] = median(host);
