@@ -47,7 +47,8 @@ gpu_suites() {
 }
 
 # Ours against stock NCCL 2.30.7, every collective the timer knows, at each of the rank counts "$1":
-# the table goes to $OUT/side_by_side.md, the timer's outputs to $logs/timer.
+# the table goes to $OUT/side_by_side.md, a plot per rank count to $OUT/side_by_side_N.svg, the timer's
+# outputs to $logs/timer.
 side_by_side_all() {
   unpack_stock
   local started=$SECONDS
@@ -55,6 +56,7 @@ side_by_side_all() {
     all_reduce all_gather reduce_scatter alltoall broadcast reduce gather scatter sendrecv
   echo "side by side: $((SECONDS - started))s"
   python3 perf/side_by_side.py "$logs/timer" > "$OUT/side_by_side.md" 2>&1
+  python3 perf/plot_side_by_side.py "$logs/timer" "$OUT" > /dev/null  # side_by_side_N.svg
 }
 
 pack_logs() { tar -czf "$OUT/$(basename "$logs").tgz" -C "$logs" .; }  # one tarball per run

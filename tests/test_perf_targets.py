@@ -6,6 +6,7 @@ import importlib.util
 import math
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -102,3 +103,26 @@ def test_side_by_side_figures(tmp_path: Path) -> None:
     assert pooled[:2] == ["all 1", "4"]
     assert pooled[2] == f"1.25x (all_reduce {1 << 20} B) / 1.25x (all_reduce {1 << 20} B)"
     assert pooled[3] == cells[3]
+
+
+def test_side_by_side_plot(tmp_path: Path) -> None:
+    """perf/plot_side_by_side.py: the plotted speed-ups are stock / ours per size, sizes where nothing
+    moves are left out, and each rank count's figure is well-formed SVG with a panel per collective."""
+    load_targets()
+    spec = importlib.util.spec_from_file_location("plot", REPO / "perf" / "plot_side_by_side.py")
+    plot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plot)
+    write_run(tmp_path / "stock_all_reduce_8.txt", {8: 30.0, 1 << 20: 100.0})
+    write_run(tmp_path / "ours_all_reduce_8.txt", {8: 10.0, 1 << 20: 80.0})
+    write_run(tmp_path / "stock_all_gather_8.txt", {8: 30.0, 16: 20.0, 32: 44.0})
+    write_run(tmp_path / "ours_all_gather_8.txt", {8: 1.0, 16: 10.0, 32: 11.0})
+    write_run(tmp_path / "ours_gather_8.txt", {8: 1.0})  # no stock run: no panel
+    curves = plot.speedups(tmp_path)[8]
+    assert sorted(curves) == ["all_gather", "all_reduce"]
+    assert curves["all_reduce"] == [(8, 3.0, 3.0), (1 << 20, 1.25, 1.25)]
+    assert curves["all_gather"] == [(16, 2.0, 2.0), (32, 4.0, 4.0)]  # 8 B is zero elements a rank
+    plot.main(str(tmp_path), str(tmp_path / "plots"))
+    root = ElementTree.parse(tmp_path / "plots" / "side_by_side_8.svg").getroot()
+    lines = root.findall("{http://www.w3.org/2000/svg}polyline")
+    assert len(lines) == 4  # eager and graph curves of two panels
+    assert all(len(line.get("points").split()) == 2 for line in lines)
