@@ -3,7 +3,8 @@
 // (launchAllReduceOneShotPacket, launchExchange), K calls per rank captured into one CUDA graph and
 // replayed. What it leaves out (the host path, MPS, the launcher's processes) tells whether a gap between
 // two collectives in perf/nccl_timer's graph column lies in their kernels. Sizes are nccl-tests' size
-// column, as in perf/nccl_timer.cu; bf16, sum, root 0. `empty` is one empty kernel per rank and call.
+// column, as in perf/nccl_timer.cu; bf16, sum, root 0. `empty` is one empty kernel per rank and call;
+// `all_gather_lean*` the all_gather on the one-shot all-reduce's schedule, and two variants (yardsticks).
 // Every output is checked after its timing (rank r's input elements are all r + 1): a wrong one, or a
 // kernel that gave up waiting (5 s without progress), ends the run with exit status 1.
 //
@@ -25,8 +26,11 @@
 
 #include "native/algorithms/allreduce.h"
 #include "native/algorithms/exchange.h"
+#include "native/algorithms/kernel_launch.h"
+#include "native/algorithms/packet_kernel.cuh"
 #include "native/algorithms/packet_layout.h"
 #include "native/collective_plans.h"
+#include "native/device/dependent_launch.cuh"
 
 using namespace mscclpp_nccl;
 
@@ -45,6 +49,70 @@ constexpr size_t kSlotPackets = 2048;  // what the library sizes each block's sl
 constexpr int kCallsPerGraph = 20, kReplays = 20;
 
 __global__ void emptyKernel() {}
+
+// all_gather_lean: the all_gather on the one-shot all-reduce's schedule (each word loaded once and sent
+// to every peer, then every rank's word taken in rank order and stored; no tokens, no peer sets, one
+// step). Not the library's: a yardstick for what the exchange kernel's generality costs. Variants, to
+// tell which part of that generality: _peer_order receives as the exchange does (its own range copied
+// first, then one peer after another, nearest first); _args reads everything from ExchangeArgs as the
+// exchange does (strides, a scale it never applies) on the lean schedule.
+enum class Lean { kPlain, kPeerOrder, kArgs };
+
+template <Lean kVariant>
+__global__ void __launch_bounds__(kPacketThreads)
+    leanAllGatherKernel(PacketComm comm, ExchangeArgs args, size_t chunkWords, bool early) {
+  enterKernel(early);
+  using T = __nv_bfloat16;
+  const size_t rangeBytes = args.rangeBytes;
+  const size_t words = divCeil(rangeBytes, kPacketPayloadBytes);
+  const uint64_t base = beginSteps(comm.steps);
+  BoundedWait wait(comm.wait);
+  __syncthreads();
+  PacketStep step(comm, wait, stepFlag(base, 1));
+  const size_t first = blockIdx.x * chunkWords;
+  const size_t n = first < words ? min(words - first, chunkWords) : 0;
+  const char* src = static_cast<const char*>(args.src);
+  char* dst = static_cast<char*>(args.dst);
+  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7) == 0; };
+  const bool srcAligned = aligned(src);
+  if constexpr (kVariant == Lean::kArgs) {
+    const bool scale = args.op.scaling.preMultiply;
+    const auto scalar = scale ? loadScalar<T>(args.op.scaling) : typename ElementTraits<T>::Acc(1);
+    for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const uint2 bits = loadWord<T>(src + comm.rank * args.srcStride, first + i, rangeBytes, srcAligned);
+      step.sendToPeers(i, scale ? Word<T>::scale(bits, scalar) : bits);
+    }
+  } else {
+    for (size_t i = threadIdx.x; i < n; i += blockDim.x)
+      step.sendToPeers(i, loadWord<T>(src, first + i, rangeBytes, srcAligned));
+  }
+  if constexpr (kVariant == Lean::kPeerOrder) {
+    char* own = dst + comm.rank * rangeBytes;
+    for (size_t i = threadIdx.x; i < n; i += blockDim.x)
+      storeWord<T>(own, first + i, rangeBytes, aligned(own),
+                   loadWord<T>(src, first + i, rangeBytes, srcAligned));
+    for (int k = 1; k < comm.nranks; ++k) {
+      const int peer = peerBefore(comm.rank, k, comm.nranks);
+      char* range = dst + peer * rangeBytes;
+      for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
+        uint2 bits;
+        if (step.receive(peer, i, &bits)) storeWord<T>(range, first + i, rangeBytes, aligned(range), bits);
+      }
+    }
+  } else {
+    for (size_t i = threadIdx.x; i < n; i += blockDim.x)
+      for (int sender = 0; sender < comm.nranks; ++sender) {
+        uint2 bits;
+        if (sender == comm.rank)
+          bits = loadWord<T>(src, first + i, rangeBytes, srcAligned);
+        else if (!step.receive(sender, i, &bits))
+          break;
+        char* range = dst + sender * (kVariant == Lean::kArgs ? args.dstStride : rangeBytes);
+        storeWord<T>(range, first + i, rangeBytes, aligned(range), bits);
+      }
+  }
+  endSteps(comm.steps, base, 1, 0);
+}
 
 uint16_t bf16Bits(float value) {
   uint32_t bits;
@@ -114,13 +182,13 @@ std::string wrongOutput(const std::string& collective, const Rank& rank, size_t 
   size_t elements = 0;
   auto expected = [&](size_t i) -> float {
     if (collective == "all_reduce" || collective == "reduce_scatter" || collective == "reduce") return sum;
-    if (collective == "all_gather" || collective == "alltoall" || collective == "gather")
+    if (collective.rfind("all_gather", 0) == 0 || collective == "alltoall" || collective == "gather")
       return static_cast<float>(i / share + 1);  // range q came from rank q
     return 1.0f;                                 // broadcast, scatter: root 0's
   };
   if (collective == "all_reduce" || collective == "broadcast") elements = count;
   if (collective == "reduce") elements = r == 0 ? count : 0;
-  if (collective == "all_gather" || collective == "alltoall") elements = share * nranks;
+  if (collective.rfind("all_gather", 0) == 0 || collective == "alltoall") elements = share * nranks;
   if (collective == "gather") elements = r == 0 ? share * nranks : 0;
   if (collective == "reduce_scatter" || collective == "scatter") elements = share;
   std::vector<uint16_t> out(elements);
@@ -207,8 +275,18 @@ int main(int argc, char** argv) {
       "graph x %d replays%s\n#%15s %12s %12s\n",
       nranks, blocks, kPacketThreads, kCallsPerGraph, kReplays, ticket ? ", tickets published" : "",
       "collective", "bytes", "graph_us");
-  const char* collectives[] = {"empty",     "all_reduce", "all_gather", "reduce_scatter", "alltoall",
-                               "broadcast", "reduce",     "gather",     "scatter"};
+  const char* collectives[] = {"empty",
+                               "all_reduce",
+                               "all_gather",
+                               "all_gather_lean",
+                               "all_gather_lean_peer_order",
+                               "all_gather_lean_args",
+                               "reduce_scatter",
+                               "alltoall",
+                               "broadcast",
+                               "reduce",
+                               "gather",
+                               "scatter"};
   for (const char* name : collectives) {
     const std::string collective = name;
     for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= 2) {
@@ -232,6 +310,15 @@ int main(int argc, char** argv) {
                              ReduceOp{BinaryOp::kSum, {false, false, nullptr, 0, 1}},
                              ticket};
           return launchAllReduceOneShotPacket(rank.comm, args, shape, rank.stream);
+        }
+        if (collective.rfind("all_gather_lean", 0) == 0) {
+          const ExchangeArgs args = exchangeCall("all_gather", rank, bytes, nranks);
+          auto kernel = collective == "all_gather_lean"              ? leanAllGatherKernel<Lean::kPlain>
+                        : collective == "all_gather_lean_peer_order" ? leanAllGatherKernel<Lean::kPeerOrder>
+                                                                     : leanAllGatherKernel<Lean::kArgs>;
+          const cudaError_t err = launchKernel(kernel, blocks, kPacketThreads, true, true, rank.stream,
+                                               rank.comm, args, perBlock / kPacketPayloadBytes);
+          return err == cudaSuccess ? Status::kSuccess : Status::kCudaError;
         }
         ExchangeArgs args = exchangeCall(collective, rank, bytes, nranks);
         args.ticket = ticket;
