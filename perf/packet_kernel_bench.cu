@@ -12,8 +12,8 @@
 //   nvcc -std=c++17 -O3 -I. --expt-relaxed-constexpr -arch=sm_90 -o build/packet_kernel_bench \
 //     perf/packet_kernel_bench.cu native/algorithms/exchange_packet.cu \
 //     native/algorithms/allreduce_one_shot_packet.cu native/algorithms/kernel_launch.cc \
-//     native/algorithms/launch_record.cc native/collective_plans.cc native/common/logging.cc \
-//     native/common/env.cc
+//     native/algorithms/launch_record.cc native/algorithms/registry.cc native/collective_plans.cc \
+//     native/common/logging.cc native/common/env.cc
 // Run:  build/packet_kernel_bench NRANKS [MIN_BYTES [MAX_BYTES [BLOCKS]]]     (default 8 B-4 KB, 1 block)
 // BENCH_TICKET=1 gives every call a ticket to publish, as eager calls have (step_sequence.cuh).
 #include <cuda_runtime.h>

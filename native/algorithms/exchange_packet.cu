@@ -1,3 +1,5 @@
+#include <type_traits>
+
 #include "native/algorithms/collective_names.cuh"
 #include "native/algorithms/exchange.h"
 #include "native/algorithms/kernel_launch.h"
@@ -9,27 +11,70 @@
 namespace mscclpp_nccl {
 namespace {
 
+// The peers a rank sends data to and takes data from, per collective and whether the rank is the root,
+// as collective_plans.cc plans them. Fixed at compile time, so that each kernel holds only the loops of
+// its own flow: the same schedule with the peer sets read at run time is 15-25% slower at 4 and 8
+// ranks (perf/experiments/exchange_latency, session 16).
+template <typename Name>
+constexpr bool kRooted = !(std::is_same<Name, AllGather>::value || std::is_same<Name, AlltoAll>::value ||
+                           std::is_same<Name, ReduceScatter>::value);
+
+template <typename Name>
+constexpr PeerSet sendSet(bool root) {
+  if constexpr (std::is_same<Name, Broadcast>::value || std::is_same<Name, Scatter>::value)
+    return root ? PeerSet::kAll : PeerSet::kNone;
+  else if constexpr (std::is_same<Name, Gather>::value)
+    return PeerSet::kRoot;
+  else if constexpr (std::is_same<Name, Reduce>::value)
+    return root ? PeerSet::kNone : PeerSet::kRoot;
+  else
+    return PeerSet::kAll;
+}
+
+template <typename Name>
+constexpr PeerSet receiveSet(bool root) {
+  if constexpr (std::is_same<Name, Broadcast>::value || std::is_same<Name, Scatter>::value)
+    return PeerSet::kRoot;
+  else if constexpr (std::is_same<Name, Gather>::value || std::is_same<Name, Reduce>::value)
+    return root ? PeerSet::kAll : PeerSet::kNone;
+  else
+    return PeerSet::kAll;
+}
+
+// Whether every receiver gets the same range (srcStride 0): each word is then loaded once.
+template <typename Name>
+constexpr bool kOneRange = std::is_same<Name, AllGather>::value || std::is_same<Name, Broadcast>::value ||
+                           std::is_same<Name, Gather>::value || std::is_same<Name, Reduce>::value;
+
 // Every step, every rank sends at least one packet to every peer (data, or a token when it has
 // none for that peer) and waits for one from every peer. That keeps the scratch reuse argument of
 // packet_layout.h true for rooted collectives too: no rank can run two steps ahead of any other.
-// Thread t handles the same words of every range in the send and the receive loop, so in-place
-// calls read each word before they overwrite it.
-template <typename Name, typename T, typename Op, bool kReduce>
+// Both loops go word by word, each word to or from every peer in turn, the received ones in rank order
+// with this rank's own in its place, as the one-shot all-reduce does. Thread t handles the same words of
+// every range in both loops, so in-place calls read each word before they overwrite it.
+template <typename Name, typename T, typename Op, bool kReduce, bool kRoot>
 __global__ void __launch_bounds__(kPacketThreads)
     exchangePacketKernel(PacketComm comm, ExchangeArgs args, size_t chunkWords, int rounds, bool early) {
+  constexpr PeerSet kSendTo = sendSet<Name>(kRoot), kRecvFrom = receiveSet<Name>(kRoot);
+  // Whether this rank's own range goes from its source to its destination (a root's of a rooted call).
+  constexpr bool kSelfCopy = !kReduce && (kSendTo == PeerSet::kAll || (kSendTo == PeerSet::kRoot && kRoot)) &&
+                             (kRecvFrom == PeerSet::kAll || (kRecvFrom == PeerSet::kRoot && kRoot));
   enterKernel(early);
-  const int me = comm.rank;
+  const int me = comm.rank, nranks = comm.nranks, root = args.root;
   const size_t words = divCeil(args.rangeBytes, kPacketPayloadBytes);
-  const auto scalar =
-      args.op.scaling.preMultiply ? loadScalar<T>(args.op.scaling) : typename ElementTraits<T>::Acc(1);
   const bool scale = kReduce && args.op.scaling.preMultiply;
+  const auto scalar = scale ? loadScalar<T>(args.op.scaling) : typename ElementTraits<T>::Acc(1);
   const uint64_t base = beginSteps(comm.steps);
   BoundedWait wait(comm.wait);
   const char* src = static_cast<const char*>(args.src);
   char* dst = static_cast<char*>(args.dst);
   auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7) == 0; };
-  // Whether this rank sends data to any peer (a rank that sends none must not read its source).
-  const bool sendsData = args.sendTo == PeerSet::kAll || (args.sendTo == PeerSet::kRoot && me != args.root);
+  auto load = [&](const char* range, size_t i) {
+    const uint2 bits = loadWord<T>(range, i, args.rangeBytes, aligned(range));
+    return scale ? Word<T>::scale(bits, scalar) : bits;
+  };
+  const char* own = src + me * args.srcStride;
+  char* ownOut = dst + me * args.dstStride;
 
   for (int round = 0; round < rounds; ++round) {
     // A token certifies its whole block: no thread may still read the previous step when one is sent.
@@ -38,81 +83,66 @@ __global__ void __launch_bounds__(kPacketThreads)
     const size_t first = (static_cast<size_t>(round) * gridDim.x + blockIdx.x) * chunkWords;
     const size_t n = first < words ? min(words - first, chunkWords) : 0;
 
-    if (sendsData && n > 0 && args.srcStride == 0) {
-      // One range for every receiver (all_gather, gather, reduce, broadcast's root): each word is
-      // loaded once and sent to all, and the data goes before the tokens, so that the receivers that
-      // wait for data see it sooner (perf/experiments/exchange_latency: 7-16% at 4 and 8 ranks).
-      const bool srcAligned = aligned(src);
+    // Data first, so that the receivers that wait for it see it sooner; then a token to every peer
+    // that gets none. A root that sends to itself does so by the copy below.
+    if constexpr (kSendTo == PeerSet::kAll) {
       for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
-        const uint2 bits = loadWord<T>(src, first + i, args.rangeBytes, srcAligned);
-        const uint2 word = scale ? Word<T>::scale(bits, scalar) : bits;
-        for (int k = 1; k < comm.nranks; ++k) {
-          const int peer = peerAfter(me, k, comm.nranks);
-          if (peerSetHas(args.sendTo, peer, args.root)) step.send(peer, i, word);
-        }
-      }
-      if (threadIdx.x == 0)
-        for (int k = 1; k < comm.nranks; ++k) {
-          const int peer = peerAfter(me, k, comm.nranks);
-          if (!peerSetHas(args.sendTo, peer, args.root)) step.send(peer, 0, make_uint2(0, 0));  // a token
-        }
-    } else {
-      for (int k = 1; k < comm.nranks; ++k) {
-        const int peer = peerAfter(me, k, comm.nranks);
-        if (n > 0 && peerSetHas(args.sendTo, peer, args.root)) {
-          const char* range = src + peer * args.srcStride;
-          const bool rangeAligned = aligned(range);
-          for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
-            const uint2 bits = loadWord<T>(range, first + i, args.rangeBytes, rangeAligned);
-            step.send(peer, i, scale ? Word<T>::scale(bits, scalar) : bits);
+        if constexpr (kOneRange<Name>) {
+          step.sendToPeers(i, load(src, first + i));
+        } else {
+          for (int k = 1; k < nranks; ++k) {
+            const int peer = peerAfter(me, k, nranks);
+            step.send(peer, i, load(src + peer * args.srcStride, first + i));
           }
-        } else if (threadIdx.x == 0) {
-          step.send(peer, 0, make_uint2(0, 0));  // a token
         }
       }
+    } else if constexpr (kSendTo == PeerSet::kRoot && !kRoot) {
+      for (size_t i = threadIdx.x; i < n; i += blockDim.x) step.send(root, i, load(src, first + i));
     }
+    if (threadIdx.x == 0)
+      for (int k = 1; k < nranks; ++k) {
+        const int peer = peerAfter(me, k, nranks);
+        if (n == 0 || !peerSetHas(kSendTo, peer, root)) step.send(peer, 0, make_uint2(0, 0));  // a token
+      }
 
-    const bool selfTransfer =
-        peerSetHas(args.sendTo, me, args.root) && peerSetHas(args.recvFrom, me, args.root);
-    if (kReduce && args.recvFrom == PeerSet::kAll) {
-      const char* own = src + me * args.srcStride;
-      const bool ownAligned = aligned(own);
-      char* out = dst + me * args.dstStride;
-      const bool outAligned = aligned(out);
+    if constexpr (kReduce && kRecvFrom == PeerSet::kAll) {
       for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
-        uint2 mine = loadWord<T>(own, first + i, args.rangeBytes, ownAligned);
-        if (scale) mine = Word<T>::scale(mine, scalar);
         uint2 sum;
-        if (step.receiveReduce<T, Op>(i, mine, args.op.scaling.postDivisor, &sum))
-          storeWord<T>(out, first + i, args.rangeBytes, outAligned, sum);
+        if (step.receiveReduce<T, Op>(i, load(own, first + i), args.op.scaling.postDivisor, &sum))
+          storeWord<T>(ownOut, first + i, args.rangeBytes, aligned(ownOut), sum);
       }
-    } else if (selfTransfer) {
-      const char* from = src + me * args.srcStride;
-      char* to = dst + me * args.dstStride;
-      if (from != to && n > 0) {
-        const bool fromAligned = aligned(from), toAligned = aligned(to);
-        for (size_t i = threadIdx.x; i < n; i += blockDim.x)
-          storeWord<T>(to, first + i, args.rangeBytes, toAligned,
-                       loadWord<T>(from, first + i, args.rangeBytes, fromAligned));
-      }
-    }
-
-    for (int k = 1; k < comm.nranks; ++k) {
-      const int peer = peerBefore(me, k, comm.nranks);
-      const bool data = n > 0 && peerSetHas(args.recvFrom, peer, args.root);
-      if (data && !kReduce) {
-        char* range = dst + peer * args.dstStride;
-        const bool rangeAligned = aligned(range);
-        for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
+    } else if constexpr (!kReduce && kRecvFrom == PeerSet::kAll) {
+      for (size_t i = threadIdx.x; i < n; i += blockDim.x)
+        for (int sender = 0; sender < nranks; ++sender) {
           uint2 bits;
-          if (step.receive(peer, i, &bits))
-            storeWord<T>(range, first + i, args.rangeBytes, rangeAligned, bits);
+          if (sender == me) {
+            if (!kSelfCopy || own == ownOut) continue;
+            bits = loadWord<T>(own, first + i, args.rangeBytes, aligned(own));
+          } else if (!step.receive(sender, i, &bits)) {
+            break;
+          }
+          char* range = dst + sender * args.dstStride;
+          storeWord<T>(range, first + i, args.rangeBytes, aligned(range), bits);
         }
-      } else if (!data && threadIdx.x == 0) {
-        uint2 token;
-        step.receive(peer, 0, &token);
+    } else if constexpr (kRecvFrom == PeerSet::kRoot && kRoot) {
+      if (own != ownOut)
+        for (size_t i = threadIdx.x; i < n; i += blockDim.x)
+          storeWord<T>(ownOut, first + i, args.rangeBytes, aligned(ownOut),
+                       loadWord<T>(own, first + i, args.rangeBytes, aligned(own)));
+    } else if constexpr (kRecvFrom == PeerSet::kRoot) {
+      char* range = dst + root * args.dstStride;
+      for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
+        uint2 bits;
+        if (step.receive(root, i, &bits))
+          storeWord<T>(range, first + i, args.rangeBytes, aligned(range), bits);
       }
     }
+    if (threadIdx.x == 0)
+      for (int k = 1; k < nranks; ++k) {
+        const int peer = peerBefore(me, k, nranks);
+        uint2 token;
+        if (n == 0 || !peerSetHas(kRecvFrom, peer, root)) step.receive(peer, 0, &token);
+      }
   }
   endSteps(comm.steps, base, rounds, args.ticket);
 }
@@ -126,13 +156,26 @@ Status launchExchange(const PacketComm& comm, const ExchangeArgs& args, LaunchSh
   int rounds = 0;
   MSCCLPP_TRY(kernelRounds(words, chunkWords * shape.blocks, "packet exchange", &rounds));
   auto launch = [&](auto name, auto reduce, auto type, auto op) {
-    return launchKernel(exchangePacketKernel<Tagged<decltype(name)>, Tagged<decltype(type)>,
-                                             Tagged<decltype(op)>, decltype(reduce)::value>,
-                        shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic, stream, comm,
-                        args, chunkWords, rounds);
+    using Name = Tagged<decltype(name)>;
+    auto start = [&](auto root) {
+      constexpr bool kRoot = decltype(root)::value;
+      if (args.sendTo != sendSet<Name>(kRoot) || args.recvFrom != receiveSet<Name>(kRoot) ||
+          (args.srcStride == 0) != kOneRange<Name>) {
+        return fail(Status::kInternalError,
+                    "packet exchange: a %s call planned with other peer sets than its kernel's",
+                    collectiveName(args.collective));
+      }
+      return launched(launchKernel(exchangePacketKernel<Name, Tagged<decltype(type)>, Tagged<decltype(op)>,
+                                                        decltype(reduce)::value, kRoot>,
+                                   shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic, stream,
+                                   comm, args, chunkWords, rounds),
+                      "packet exchange");
+    };
+    if constexpr (kRooted<Name>)
+      if (comm.rank == args.root) return start(std::true_type{});
+    return start(std::false_type{});
   };
-  return launched(dispatchExchange(args.collective, args.reduce, args.type, args.op.op, launch),
-                  "packet exchange");
+  return dispatchExchange(args.collective, args.reduce, args.type, args.op.op, launch);
 }
 
 }  // namespace mscclpp_nccl
