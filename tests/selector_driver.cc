@@ -77,6 +77,9 @@ Status launchP2pChunked(const LaneComm&, const std::vector<P2pOp>& ops, int, int
 Status launchExchange(const PacketComm&, const ExchangeArgs&, LaunchShape, cudaStream_t) {
   return notLinked();
 }
+Status launchReduceTwoShotPacket(const PacketComm&, const ExchangeArgs&, LaunchShape, cudaStream_t) {
+  return notLinked();
+}
 Status launchExchangeChunked(const LaneComm&, const ExchangeArgs&, LaunchShape, cudaStream_t) {
   return notLinked();
 }

@@ -18,10 +18,13 @@ def test_collective_scenarios(nranks: int) -> None:
     assert_all_passed(run_ranks(nranks, WORKER, *SCENARIOS), SCENARIOS, nranks)
 
 
-# The chunked exchange forced for every collective it serves, at every size (see test_allreduce_gpu).
+# An algorithm forced for every collective it serves, at every size (see test_allreduce_gpu).
 FORCED = {
     "chunked": ("exchange_chunked", [2, 4, 8]),
     "chunked_small_chunks": ("exchange_chunked/3/0/512", [3]),
+    # reduce alone: segments of unequal length, and chunks small enough for many rounds and empty ones.
+    "reduce_two_shot": ("reduce_two_shot_packet", [2, 3, 4, 8]),
+    "reduce_two_shot_small_chunks": ("reduce_two_shot_packet/3/0/64", [3, 5]),
 }
 FORCED_SCENARIOS = ["matrix", "large", "graph", "groups"]
 

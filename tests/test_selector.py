@@ -236,6 +236,19 @@ def test_shipped_table_at_8_ranks(driver: Path) -> None:
     assert {c.source for c in got} == {"table"}
 
 
+def test_shipped_table_reduce_at_8_ranks(driver: Path) -> None:
+    """At 8 ranks reduce takes the two-shot packet schedule between 128 KB and 512 KB (the chunked
+    exchange was level with stock NCCL at 256 KB in session 16's run 4), on the all-reduce's default grid:
+    a block per 512 words of the segment each rank reduces."""
+    queries = ["reduce 2 131072", "reduce 2 131073", "reduce 2 262144", "reduce 2 524288", "reduce 2 524289"]
+    got = choose(driver, COMMS[8], queries, str(SHIPPED))
+    assert [c.algorithm for c in got] == ["exchange_packet"] + ["reduce_two_shot_packet"] * 3 + [
+        "exchange_chunked"
+    ]
+    two_shot = got[2]
+    assert (two_shot.blocks, two_shot.threads, two_shot.chunk_bytes) == (8, 512, 4096), two_shot
+
+
 def test_packet_work_spreads_over_the_blocks(driver: Path) -> None:
     """Packet defaults: a block per 512 words, each block a fair share of the words (not a whole slot,
     which would leave one block doing a small message alone), a slot at most per step."""

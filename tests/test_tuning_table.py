@@ -776,7 +776,7 @@ def test_shipped_table(driver: Path, tmp_path: Path) -> None:
         "exchange_chunked",
         "none",
         ONE_SHOT,
-        "exchange_chunked",  # session 10's 8-rank exchange tuning
+        "reduce_two_shot_packet",  # session 16: the two-shot reduce at 8 ranks, 256-512 KB
         "exchange_packet",  # session 11: packets beat lanes at 2 ranks up to 2 MB broadcasts
         "exchange_packet",
     ]

@@ -26,6 +26,7 @@ ALGORITHMS: dict[str, tuple[str, ...]] = {
     "exchange_chunked": EXCHANGE_COLLECTIVES,
     "p2p_packet": ("sendrecv",),
     "p2p_chunked": ("sendrecv",),
+    "reduce_two_shot_packet": ("reduce",),
 }
 BLOCK_GRID = (1, 2, 4, 8, 16, 32)
 MAX_PACKET_BLOCKS = 32  # kMaxPacketBlocks: the library's grid cap

@@ -164,6 +164,7 @@ LaunchShape AlgorithmSelector::gridFor(const Algorithm& algorithm, const TuningC
   // The bytes each rank's kernel moves per peer: the range, or a segment for the two-shot all-reduces.
   size_t range = bytes;
   if (algorithm.id == AlgorithmId::kAllReduceTwoShotPacket ||
+      algorithm.id == AlgorithmId::kReduceTwoShotPacket ||
       algorithm.id == AlgorithmId::kAllReduceTwoShotChunked ||
       algorithm.id == AlgorithmId::kAllReduceZeroCopy)
     range = (bytes + nranks_ - 1) / nranks_;
@@ -352,7 +353,10 @@ Status runExchange(const Transports& transports, const AlgorithmSelector& select
   logChoice(args.collective, args.rangeBytes, args.type, choice);
   if (choice.algorithm->id == AlgorithmId::kExchangeChunked)
     return launchExchangeChunked(transports.lanes, args, choice.shape, stream);
-  MSCCLPP_TRY(launchExchange(transports.packets, args, choice.shape, stream));
+  if (choice.algorithm->id == AlgorithmId::kReduceTwoShotPacket)
+    MSCCLPP_TRY(launchReduceTwoShotPacket(transports.packets, args, choice.shape, stream));
+  else
+    MSCCLPP_TRY(launchExchange(transports.packets, args, choice.shape, stream));
   *published = args.ticket;
   return Status::kSuccess;
 }

@@ -1,4 +1,5 @@
 #include "native/algorithms/allreduce.h"
+#include "native/algorithms/exchange.h"
 #include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/packet_kernel.cuh"
 #include "native/algorithms/reduce_dispatch.cuh"
@@ -12,16 +13,22 @@ namespace {
 // block b handles words [offset, offset + chunkWords) of every segment:
 //   step 1: send those words of segment p to rank p; reduce this rank's segment in rank order;
 //   step 2: send the reduced words to every peer; store the peers' reduced words.
-// Thread t handles the same (segment, word) pairs in every loop, so in-place calls are safe.
-template <typename T, typename Op>
+// A reduce to `root` (kRooted) sends the reduced words to the root alone in step 2, and only the root
+// stores. Its ranks then exchange no data with some peers in a step, so they send those peers a token
+// instead (as the exchange does), which keeps packet_layout.h's scratch reuse argument: every step, every
+// rank hears from every peer. Thread t handles the same (segment, word) pairs in every loop, so in-place
+// calls are safe.
+template <typename T, typename Op, bool kRooted>
 __global__ void __launch_bounds__(kPacketThreads)
-    allReduceTwoShotPacketKernel(PacketComm comm, AllReduceArgs args, size_t segmentWords, size_t chunkWords,
-                                 int rounds, bool early) {
+    allReduceTwoShotPacketKernel(PacketComm comm, AllReduceArgs args, int root, size_t segmentWords,
+                                 size_t chunkWords, int rounds, bool early) {
   enterKernel(early);
   const AllReduceWords<T> io(args);
   const size_t words = io.count();
+  const int me = comm.rank, nranks = comm.nranks;
   const uint64_t base = beginSteps(comm.steps);
   BoundedWait wait(comm.wait);
+  const uint2 token = make_uint2(0, 0);
 
   // Words of segment `s` that this block handles in the current round start at segmentStart(s)+offset.
   auto wordsIn = [&](int segment, size_t offset) -> size_t {
@@ -36,50 +43,94 @@ __global__ void __launch_bounds__(kPacketThreads)
     PacketStep gather(comm, wait, stepFlag(base, 2 * round + 2));
     const size_t offset = (static_cast<size_t>(round) * gridDim.x + blockIdx.x) * chunkWords;
 
-    for (int k = 1; k < comm.nranks; ++k) {
-      const int peer = peerAfter(comm.rank, k, comm.nranks);
+    for (int k = 1; k < nranks; ++k) {
+      const int peer = peerAfter(me, k, nranks);
       const size_t n = wordsIn(peer, offset);
       for (size_t i = threadIdx.x; i < n; i += blockDim.x)
         scatter.send(peer, i, io.contribution(peer * segmentWords + offset + i));
+      if (kRooted && n == 0 && threadIdx.x == 0) scatter.send(peer, 0, token);
     }
 
     __syncthreads();  // see the one-shot kernel: packets certify the whole block's progress
-    const size_t mine = wordsIn(comm.rank, offset);
+    const size_t mine = wordsIn(me, offset);
     for (size_t i = threadIdx.x; i < mine; i += blockDim.x) {
-      const size_t word = comm.rank * segmentWords + offset + i;
+      const size_t word = me * segmentWords + offset + i;
       uint2 sum;
       if (!scatter.receiveReduce<T, Op>(i, io.contribution(word), io.postDivisor(), &sum)) continue;
-      io.store(word, sum);
-      gather.sendToPeers(i, sum);
+      if constexpr (!kRooted) {
+        io.store(word, sum);
+        gather.sendToPeers(i, sum);
+      } else if (me == root) {
+        io.store(word, sum);
+      } else {
+        gather.send(root, i, sum);
+      }
     }
 
-    for (int k = 1; k < comm.nranks; ++k) {
-      const int peer = peerAfter(comm.rank, k, comm.nranks);
-      const size_t n = wordsIn(peer, offset);
+    if constexpr (!kRooted) {
+      for (int k = 1; k < nranks; ++k) {
+        const int peer = peerAfter(me, k, nranks);
+        const size_t n = wordsIn(peer, offset);
+        for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
+          uint2 bits;
+          if (gather.receive(peer, i, &bits)) io.store(peer * segmentWords + offset + i, bits);
+        }
+      }
+      continue;
+    }
+    uint2 unused;
+    if (mine == 0 && threadIdx.x == 0)
+      for (int k = 1; k < nranks; ++k) scatter.receive(peerBefore(me, k, nranks), 0, &unused);
+    __syncthreads();  // a token certifies the whole block's step 1
+    if (threadIdx.x == 0)
+      for (int k = 1; k < nranks; ++k) {
+        const int peer = peerAfter(me, k, nranks);
+        if (peer != root || mine == 0) gather.send(peer, 0, token);
+      }
+    for (int k = 1; k < nranks; ++k) {
+      const int peer = peerBefore(me, k, nranks);
+      const size_t n = me == root ? wordsIn(peer, offset) : 0;
       for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
         uint2 bits;
         if (gather.receive(peer, i, &bits)) io.store(peer * segmentWords + offset + i, bits);
       }
+      if (n == 0 && threadIdx.x == 0) gather.receive(peer, 0, &unused);
     }
   }
   endSteps(comm.steps, base, 2ull * rounds, args.ticket);
+}
+
+// Launches the kernel above for an all-reduce (root -1) or a reduce to `root`.
+Status launchTwoShotPacket(const PacketComm& comm, const AllReduceArgs& args, int root, LaunchShape shape,
+                           cudaStream_t stream, const char* algorithm) {
+  const size_t words = divCeil(args.count * dataTypeSize(args.type), kPacketPayloadBytes);
+  const size_t segmentWords = divCeil(words, comm.nranks);
+  const size_t chunkWords = shape.chunkBytes / kPacketPayloadBytes;
+  int rounds = 0;
+  MSCCLPP_TRY(kernelRounds(segmentWords, chunkWords * shape.blocks, algorithm, &rounds));
+  auto launch = [&](auto type, auto op) {
+    using T = Tagged<decltype(type)>;
+    using Op = Tagged<decltype(op)>;
+    auto kernel =
+        root < 0 ? allReduceTwoShotPacketKernel<T, Op, false> : allReduceTwoShotPacketKernel<T, Op, true>;
+    return launchKernel(kernel, shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic, stream,
+                        comm, args, root, segmentWords, chunkWords, rounds);
+  };
+  return launched(dispatchReduce(args.type, args.op.op, launch), algorithm);
 }
 
 }  // namespace
 
 Status launchAllReduceTwoShotPacket(const PacketComm& comm, const AllReduceArgs& args, LaunchShape shape,
                                     cudaStream_t stream) {
-  const size_t words = divCeil(args.count * dataTypeSize(args.type), kPacketPayloadBytes);
-  const size_t segmentWords = divCeil(words, comm.nranks);
-  const size_t chunkWords = shape.chunkBytes / kPacketPayloadBytes;
-  int rounds = 0;
-  MSCCLPP_TRY(kernelRounds(segmentWords, chunkWords * shape.blocks, "all-reduce (two-shot packet)", &rounds));
-  auto launch = [&](auto type, auto op) {
-    return launchKernel(allReduceTwoShotPacketKernel<Tagged<decltype(type)>, Tagged<decltype(op)>>,
-                        shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic, stream, comm,
-                        args, segmentWords, chunkWords, rounds);
-  };
-  return launched(dispatchReduce(args.type, args.op.op, launch), "all-reduce (two-shot packet)");
+  return launchTwoShotPacket(comm, args, -1, shape, stream, "all-reduce (two-shot packet)");
+}
+
+Status launchReduceTwoShotPacket(const PacketComm& comm, const ExchangeArgs& args, LaunchShape shape,
+                                 cudaStream_t stream) {
+  const AllReduceArgs reduce{args.src,  args.dst, args.rangeBytes / dataTypeSize(args.type),
+                             args.type, args.op,  args.ticket};
+  return launchTwoShotPacket(comm, reduce, args.root, shape, stream, "reduce (two-shot packet)");
 }
 
 }  // namespace mscclpp_nccl

@@ -42,6 +42,12 @@ struct ExchangeArgs {
 Status launchExchange(const PacketComm& comm, const ExchangeArgs& args, LaunchShape shape,
                       cudaStream_t stream);
 
+// A reduce (args as planReduce plans them) on the two-shot all-reduce's schedule: rank r reduces segment
+// r of every rank's input, then sends it to the root alone, in LL packets. Two steps per chunk, where the
+// exchange's one step has the root take every rank's whole input.
+Status launchReduceTwoShotPacket(const PacketComm& comm, const ExchangeArgs& args, LaunchShape shape,
+                                 cudaStream_t stream);
+
 // The same exchange over lanes (plain chunks and semaphores): for large ranges.
 Status launchExchangeChunked(const LaneComm& comm, const ExchangeArgs& args, LaunchShape shape,
                              cudaStream_t stream);

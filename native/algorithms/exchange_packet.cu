@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(kPacketThreads)
     } else if constexpr (kSendTo == PeerSet::kRoot && !kRoot) {
       for (size_t i = threadIdx.x; i < n; i += blockDim.x) step.send(root, i, load(src, first + i));
     }
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0 && (n == 0 || kSendTo != PeerSet::kAll))  // some peer gets no data
       for (int k = 1; k < nranks; ++k) {
         const int peer = peerAfter(me, k, nranks);
         if (n == 0 || !peerSetHas(kSendTo, peer, root)) step.send(peer, 0, make_uint2(0, 0));  // a token
@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(kPacketThreads)
           storeWord<T>(range, first + i, args.rangeBytes, aligned(range), bits);
       }
     }
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0 && (n == 0 || kRecvFrom != PeerSet::kAll))
       for (int k = 1; k < nranks; ++k) {
         const int peer = peerBefore(me, k, nranks);
         uint2 token;

@@ -56,6 +56,9 @@ const std::vector<Algorithm>& algorithms() {
       {AlgorithmId::kP2pChunked, "p2p_chunked", Protocol::kChunked, bit(Collective::kSendRecv), kMaxLaneRanks,
        SIZE_MAX, 1, false,
        "per-peer lanes of plain 64 KiB chunks with semaphores, one fused kernel per group"},
+      {AlgorithmId::kReduceTwoShotPacket, "reduce_two_shot_packet", Protocol::kPacket,
+       bit(Collective::kReduce), 1 << 16, SIZE_MAX, 1, false,
+       "reduce-scatter, then each rank's reduced segment to the root, in LL packets; two steps per chunk"},
   };
   return kAlgorithms;
 }

@@ -34,7 +34,8 @@ enum class AlgorithmId : int {
   kExchangeChunked,
   kP2pPacket,
   kAllReduceZeroCopy,
-  kP2pChunked
+  kP2pChunked,
+  kReduceTwoShotPacket
 };
 
 // How an algorithm moves data: LL packets (latency), chunks on lanes (bandwidth), or directly between

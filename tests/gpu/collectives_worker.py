@@ -122,6 +122,7 @@ def run_case(r: Rank, name: str, dtype: str, op_name: str, count: int, in_place:
         send = to_device(inputs[me], dtype, 1)
         recv = to_device(np.zeros(out_count, dtype=host_type), dtype, 0)
         recv.fill(0x5A)
+    before = recv.get()
     op, keep = r.op_for(op_name, dtype) if name in REDUCING else (0, None)
     call(r, name, send, recv, count, dtype, op=op, root=root)
     r.stream.synchronize()
@@ -129,6 +130,11 @@ def run_case(r: Rank, name: str, dtype: str, op_name: str, count: int, in_place:
         r.destroy_op(op)
     del keep
     if expected is None:
+        # A non-root's receive buffer of reduce and gather is not the library's to write.
+        if not in_place:
+            assert np.array_equal(recv.get().view(np.uint8), before.view(np.uint8)), (
+                f"{name}: non-root recv written"
+            )
         return
     got = from_device(recv[:out_count], dtype)
     what = f"rank {me}/{n} {name} {dtype} {op_name} count={count} in_place={in_place} root={root}"
