@@ -15,7 +15,7 @@ import stock_nccl
 EXPECTED = {
     "all_reduce": [
         "allReduceOneShotPacketKernel<float, mscclpp_nccl::OpSum>",
-        "allReduceTwoShotPacketKernel<__nv_bfloat16, mscclpp_nccl::OpSum>",
+        "allReduceTwoShotPacketKernel<__nv_bfloat16, mscclpp_nccl::OpSum, false>",
         "allReduceTwoShotChunkedKernel<__half, mscclpp_nccl::OpMax>",
         "allReduceZeroCopyKernel<float, mscclpp_nccl::OpSum>",
     ],
@@ -24,12 +24,20 @@ EXPECTED = {
         "exchangeChunkedKernel<mscclpp_nccl::AllGather,",
     ],
     "reduce_scatter": [
-        "exchangePacketKernel<mscclpp_nccl::ReduceScatter, float, mscclpp_nccl::OpSum, true>",
+        "exchangePacketKernel<mscclpp_nccl::ReduceScatter, float, mscclpp_nccl::OpSum, true, false>",
         "exchangeChunkedKernel<mscclpp_nccl::ReduceScatter, __nv_bfloat16, mscclpp_nccl::OpSum, true>",
     ],
     "alltoall": ["exchangePacketKernel<mscclpp_nccl::AlltoAll,"],
-    "broadcast": ["exchangePacketKernel<mscclpp_nccl::Broadcast,"],
-    "reduce": ["exchangePacketKernel<mscclpp_nccl::Reduce, double, mscclpp_nccl::OpProd, true>"],
+    "broadcast": [
+        "exchangePacketKernel<mscclpp_nccl::Broadcast, unsigned short, mscclpp_nccl::OpSum, false, true>",
+        "exchangePacketKernel<mscclpp_nccl::Broadcast, unsigned short, mscclpp_nccl::OpSum, false, false>",
+    ],
+    "reduce": [
+        # the root's kernel and the others' (exchange_packet.cu), and the two-shot schedule's
+        "exchangePacketKernel<mscclpp_nccl::Reduce, double, mscclpp_nccl::OpProd, true, true>",
+        "exchangePacketKernel<mscclpp_nccl::Reduce, double, mscclpp_nccl::OpProd, true, false>",
+        "allReduceTwoShotPacketKernel<double, mscclpp_nccl::OpProd, true>",
+    ],
     "gather": ["exchangeChunkedKernel<mscclpp_nccl::Gather,"],
     "scatter": ["exchangeChunkedKernel<mscclpp_nccl::Scatter,"],
     "sendrecv": ["sendRecvPacketKernel<", "sendRecvChunkedKernel<"],
