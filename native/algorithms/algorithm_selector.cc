@@ -161,7 +161,7 @@ LaunchShape AlgorithmSelector::shapeFor(const Algorithm& algorithm, const Tuning
 
 LaunchShape AlgorithmSelector::gridFor(const Algorithm& algorithm, const TuningChoice& choice,
                                        size_t bytes) const {
-  // The bytes each rank's kernel moves per peer: the range, or a segment for the two-shot all-reduces.
+  // The bytes each rank's kernel moves per peer: the range, or a segment for the two-shot schedules.
   size_t range = bytes;
   if (algorithm.id == AlgorithmId::kAllReduceTwoShotPacket ||
       algorithm.id == AlgorithmId::kReduceTwoShotPacket ||

@@ -56,9 +56,6 @@ template <typename Name, typename T, typename Op, bool kReduce, bool kRoot>
 __global__ void __launch_bounds__(kPacketThreads)
     exchangePacketKernel(PacketComm comm, ExchangeArgs args, size_t chunkWords, int rounds, bool early) {
   constexpr PeerSet kSendTo = sendSet<Name>(kRoot), kRecvFrom = receiveSet<Name>(kRoot);
-  // Whether this rank's own range goes from its source to its destination (a root's of a rooted call).
-  constexpr bool kSelfCopy = !kReduce && (kSendTo == PeerSet::kAll || (kSendTo == PeerSet::kRoot && kRoot)) &&
-                             (kRecvFrom == PeerSet::kAll || (kRecvFrom == PeerSet::kRoot && kRoot));
   enterKernel(early);
   const int me = comm.rank, nranks = comm.nranks, root = args.root;
   const size_t words = divCeil(args.rangeBytes, kPacketPayloadBytes);
@@ -112,11 +109,12 @@ __global__ void __launch_bounds__(kPacketThreads)
           storeWord<T>(ownOut, first + i, args.rangeBytes, aligned(ownOut), sum);
       }
     } else if constexpr (!kReduce && kRecvFrom == PeerSet::kAll) {
+      // all_gather, alltoall, gather's root: each also sends to itself, so its own range is copied.
       for (size_t i = threadIdx.x; i < n; i += blockDim.x)
         for (int sender = 0; sender < nranks; ++sender) {
           uint2 bits;
           if (sender == me) {
-            if (!kSelfCopy || own == ownOut) continue;
+            if (own == ownOut) continue;  // in place: already there
             bits = loadWord<T>(own, first + i, args.rangeBytes, aligned(own));
           } else if (!step.receive(sender, i, &bits)) {
             break;
