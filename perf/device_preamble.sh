@@ -4,9 +4,9 @@
 # Prepares the machine (.devkit/device/prepare.sh: the carried wheels, NVLink multicast off, a private MPS
 # daemon), makes $logs and build/, and sets what every run uses: PYTHONPATH, bounded waits, the shipped
 # tuning table. unpack_stock puts stock NCCL 2.30.7 (carried in .devkit/stock-nccl) in $STOCK_LIB;
-# check_stream_order and gpu_suites run the ordering check and the GPU test suites that a change of
-# device code needs; run_tests runs any others; side_by_side_all times ours against stock; pack_logs packs
-# $logs into $OUT/NAME.tgz, NAME the folder's (few files come back).
+# check_stream_order, gpu_suites and pytorch_apps run the ordering check, the GPU test suites and the
+# applications that a change of device code needs; run_tests runs any others; side_by_side_all times
+# ours against stock; pack_logs packs $logs into $OUT/NAME.tgz, NAME the folder's (few files come back).
 set -u
 kit=$PWD/.devkit
 rm -rf "$logs" && mkdir -p "$logs" build  # a machine may keep /tmp from an earlier run
@@ -37,6 +37,15 @@ run_tests() {
   timeout "$limit" python3 -m pytest -v -rfEs -p no:cacheprovider --durations=0 "$@" > "$logs/$name.log" 2>&1
   echo "$name rc=$?: $(grep -E ' passed| failed' "$logs/$name.log" | tail -1)"
   grep -E "^(FAILED|ERROR)" "$logs/$name.log" | head
+}
+
+# The PyTorch applications against the library, each checked against stock NCCL's losses: FSDP2 at 2 and
+# 4 ranks, DDP at 4, tensor and pipeline parallel at 8, a peer's death then destroy_process_group at 4.
+pytorch_apps() {
+  run_tests apps 200 "tests/test_apps_gpu.py::test_app[fsdp2-2]" "tests/test_apps_gpu.py::test_app[fsdp2-4]" \
+    "tests/test_apps_gpu.py::test_app[ddp-4]" "tests/test_apps_gpu.py::test_app[tp-8]" \
+    "tests/test_apps_gpu.py::test_app[pipeline-8]" \
+    "tests/test_apps_gpu.py::test_peer_death_then_destroy_process_group[0-4]"
 }
 
 # The zero-copy suite (2, 4, 8 ranks and switched off), the collective, send/recv and all-reduce suites.

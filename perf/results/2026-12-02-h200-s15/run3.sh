@@ -4,9 +4,6 @@
 logs=/tmp/s15_run3
 source perf/device_preamble.sh
 side_by_side_all "2 4 8"
-run_tests apps 200 "tests/test_apps_gpu.py::test_app[fsdp2-2]" "tests/test_apps_gpu.py::test_app[fsdp2-4]" \
-  "tests/test_apps_gpu.py::test_app[ddp-4]" "tests/test_apps_gpu.py::test_app[tp-8]" \
-  "tests/test_apps_gpu.py::test_app[pipeline-8]" \
-  "tests/test_apps_gpu.py::test_peer_death_then_destroy_process_group[0-4]"
+pytorch_apps
 pack_logs
 tail -45 "$OUT/side_by_side.md"

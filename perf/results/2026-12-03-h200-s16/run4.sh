@@ -7,10 +7,7 @@ SECONDS=0
 bash perf/experiments/exchange_latency/run.sh "$logs/el" runtime_peer_sets > "$logs/el.log" 2>&1
 echo "exchange_latency rc=$? ${SECONDS}s"; cp "$logs/el.log" "$OUT/exchange_latency.txt"
 side_by_side_all "2 4 8"
-run_tests apps 200 "tests/test_apps_gpu.py::test_app[fsdp2-2]" "tests/test_apps_gpu.py::test_app[fsdp2-4]" \
-  "tests/test_apps_gpu.py::test_app[ddp-4]" "tests/test_apps_gpu.py::test_app[tp-8]" \
-  "tests/test_apps_gpu.py::test_app[pipeline-8]" \
-  "tests/test_apps_gpu.py::test_peer_death_then_destroy_process_group[0-4]"
+pytorch_apps
 pack_logs
 grep -v "^| empty\|lean_args" "$OUT/exchange_latency.txt" | tail -40
 tail -32 "$OUT/side_by_side.md"
