@@ -18,6 +18,10 @@
 // calls (ncclGroupStart, ncclSend, ncclRecv, ncclGroupEnd), to tell where a group's host time goes.
 // NCCL_TIMER_WINDOWS=1 takes the buffers from ncclMemAlloc and registers them as symmetric windows
 // (like nccl-tests -R 2), which lets libraries run zero-copy algorithms.
+// NCCL_TIMER_TIMELINE=1 makes every rank print, for each eager timing, three steady-clock readings in
+// microseconds (shared by the processes of one host): when its calls began, when the last returned, and
+// when its stream drained. Rank 0's eager figure is last minus first; the lines tell how much of it is
+// the ranks starting apart, a slow rank's host, or the GPU.
 //
 // Build:  nvcc -O2 -I shim -o build/nccl_timer perf/nccl_timer.cu -L mscclpp_nccl/lib -l:libnccl.so.2
 // Run:    LD_LIBRARY_PATH=mscclpp_nccl/lib python -m mscclpp_nccl.run -n 4 --mps -- \
@@ -127,6 +131,7 @@ int main(int argc, char** argv) {
   const int iters = argc > 5 ? atoi(argv[5]) : 20, warmup = 5;
   const int trials = std::max(1, envInt("NCCL_TIMER_TRIALS", 3));
   const bool showTrials = envInt("NCCL_TIMER_SHOW_TRIALS", 0) != 0;  // each eager timing, in order
+  const bool timeline = envInt("NCCL_TIMER_TIMELINE", 0) != 0;
   const int rank = envInt("MSCCLPP_NCCL_RANK", envInt("RANK", 0));
   const int nranks = envInt("MSCCLPP_NCCL_WORLD_SIZE", envInt("WORLD_SIZE", 1));
   std::vector<std::string> collectives;
@@ -253,12 +258,21 @@ int main(int argc, char** argv) {
             const auto start = Clock::now();
             for (double& phase : phaseUs) phase = 0;
             for (int i = 0; i < iters; ++i) CHECK_NCCL(run());
-            host.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters);
+            const auto returned = Clock::now();
+            host.push_back(std::chrono::duration<double, std::micro>(returned - start).count() / iters);
             if (phases && collective == "sendrecv" && rank == 0)
               printf("# phases %zu B (us per call): group start %.2f, send %.2f, recv %.2f, group end %.2f\n",
                      bytes, phaseUs[0] / iters, phaseUs[1] / iters, phaseUs[2] / iters, phaseUs[3] / iters);
             CHECK_CUDA(cudaStreamSynchronize(stream));
-            eager.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters);
+            const auto drained = Clock::now();
+            eager.push_back(std::chrono::duration<double, std::micro>(drained - start).count() / iters);
+            if (timeline) {
+              auto us = [](Clock::time_point t) {
+                return std::chrono::duration<double, std::micro>(t.time_since_epoch()).count();
+              };
+              printf("# timeline rank %d %s %zu B trial %d calls %d: began %.2f returned %.2f drained %.2f\n",
+                     rank, collective.c_str(), bytes, trial, iters, us(start), us(returned), us(drained));
+            }
           }
           if (showTrials && rank == 0) {
             printf("# trials %s %zu B, eager us:", collective.c_str(), bytes);
