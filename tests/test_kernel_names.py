@@ -15,7 +15,7 @@ import stock_nccl
 EXPECTED = {
     "all_reduce": [
         "allReduceOneShotPacketKernel<float, mscclpp_nccl::OpSum>",
-        "allReduceTwoShotPacketKernel<__nv_bfloat16, mscclpp_nccl::OpSum, false>",
+        "twoShotPacketKernel<mscclpp_nccl::AllReduce, __nv_bfloat16, mscclpp_nccl::OpSum>",
         "allReduceTwoShotChunkedKernel<__half, mscclpp_nccl::OpMax>",
         "allReduceZeroCopyKernel<float, mscclpp_nccl::OpSum>",
     ],
@@ -36,7 +36,7 @@ EXPECTED = {
         # the root's kernel and the others' (exchange_packet.cu), and the two-shot schedule's
         "exchangePacketKernel<mscclpp_nccl::Reduce, double, mscclpp_nccl::OpProd, true, true>",
         "exchangePacketKernel<mscclpp_nccl::Reduce, double, mscclpp_nccl::OpProd, true, false>",
-        "allReduceTwoShotPacketKernel<double, mscclpp_nccl::OpProd, true>",
+        "twoShotPacketKernel<mscclpp_nccl::Reduce, double, mscclpp_nccl::OpProd>",
     ],
     "gather": ["exchangeChunkedKernel<mscclpp_nccl::Gather,"],
     "scatter": ["exchangeChunkedKernel<mscclpp_nccl::Scatter,"],
@@ -71,6 +71,10 @@ def test_no_kernel_hides_its_collective(kernels: list[str]) -> None:
     for kernel in kernels:
         if kernel.startswith("exchange"):
             assert any(f"<mscclpp_nccl::{n}," in kernel for n in names), kernel
+        elif kernel.startswith("twoShotPacket"):  # all_reduce and reduce
+            assert kernel.startswith(
+                ("twoShotPacketKernel<mscclpp_nccl::AllReduce,", "twoShotPacketKernel<mscclpp_nccl::Reduce,")
+            ), kernel
         else:
             assert kernel.startswith(("allReduce", "sendRecv")), (
                 f"{kernel}: its name does not say its collective"

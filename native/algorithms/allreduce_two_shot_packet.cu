@@ -1,4 +1,5 @@
 #include "native/algorithms/allreduce.h"
+#include "native/algorithms/collective_names.cuh"
 #include "native/algorithms/exchange.h"
 #include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/packet_kernel.cuh"
@@ -13,15 +14,16 @@ namespace {
 // block b handles words [offset, offset + chunkWords) of every segment:
 //   step 1: send those words of segment p to rank p; reduce this rank's segment in rank order;
 //   step 2: send the reduced words to every peer; store the peers' reduced words.
-// A reduce to `root` (kRooted) sends the reduced words to the root alone in step 2, and only the root
+// A reduce to `root` (Name Reduce) sends the reduced words to the root alone in step 2, and only the root
 // stores. Its ranks then exchange no data with some peers in a step, so they send those peers a token
 // instead (as the exchange does), which keeps packet_layout.h's scratch reuse argument: every step, every
 // rank hears from every peer. Thread t handles the same (segment, word) pairs in every loop, so in-place
 // calls are safe.
-template <typename T, typename Op, bool kRooted>
+template <typename Name, typename T, typename Op>
 __global__ void __launch_bounds__(kPacketThreads)
-    allReduceTwoShotPacketKernel(PacketComm comm, AllReduceArgs args, int root, size_t segmentWords,
-                                 size_t chunkWords, int rounds, bool early) {
+    twoShotPacketKernel(PacketComm comm, AllReduceArgs args, int root, size_t segmentWords, size_t chunkWords,
+                        int rounds, bool early) {
+  constexpr bool kRooted = isRooted(Name::kCollective);
   enterKernel(early);
   const AllReduceWords<T> io(args);
   const size_t words = io.count();
@@ -111,8 +113,7 @@ Status launchTwoShotPacket(const PacketComm& comm, const AllReduceArgs& args, in
   auto launch = [&](auto type, auto op) {
     using T = Tagged<decltype(type)>;
     using Op = Tagged<decltype(op)>;
-    auto kernel =
-        root < 0 ? allReduceTwoShotPacketKernel<T, Op, false> : allReduceTwoShotPacketKernel<T, Op, true>;
+    auto kernel = root < 0 ? twoShotPacketKernel<AllReduce, T, Op> : twoShotPacketKernel<Reduce, T, Op>;
     return launchKernel(kernel, shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic, stream,
                         comm, args, root, segmentWords, chunkWords, rounds);
   };

@@ -1,5 +1,6 @@
 // Empty types that put the collective into a kernel's symbol, which is the name profilers (Nsight
-// Systems) show, where one kernel body serves several collectives: the exchange kernels run seven.
+// Systems) show, where one kernel body serves several collectives: the exchange kernels run seven, the
+// two-shot packet kernel all-reduce and reduce.
 #pragma once
 
 #include <type_traits>
@@ -9,13 +10,19 @@
 
 namespace mscclpp_nccl {
 
-struct AllGather {};
-struct ReduceScatter {};
-struct AlltoAll {};
-struct Broadcast {};
-struct Reduce {};
-struct Gather {};
-struct Scatter {};
+template <Collective kValue>
+struct NameOf {
+  static constexpr Collective kCollective = kValue;
+};
+
+struct AllReduce : NameOf<Collective::kAllReduce> {};
+struct AllGather : NameOf<Collective::kAllGather> {};
+struct ReduceScatter : NameOf<Collective::kReduceScatter> {};
+struct AlltoAll : NameOf<Collective::kAlltoAll> {};
+struct Broadcast : NameOf<Collective::kBroadcast> {};
+struct Reduce : NameOf<Collective::kReduce> {};
+struct Gather : NameOf<Collective::kGather> {};
+struct Scatter : NameOf<Collective::kScatter> {};
 
 // Returns visit(TypeTag<Name>{}) for a collective that reduces; only those two are instantiated.
 template <typename Visit>

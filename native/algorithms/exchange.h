@@ -23,6 +23,37 @@ __host__ __device__ inline bool peerSetHas(PeerSet set, int rank, int root) {
   return set == PeerSet::kAll || (set == PeerSet::kRoot && rank == root);
 }
 
+// Who a rank sends to and takes data from, per collective and whether the rank is the root: the one
+// table that collective_plans.cc plans calls by and exchange_packet.cu compiles its kernels for.
+struct ExchangeFlow {
+  PeerSet sendTo;
+  PeerSet recvFrom;
+  bool oneRange;  // every receiver gets the same range of the sender's source (srcStride 0)
+};
+
+__host__ __device__ constexpr bool isRooted(Collective collective) {
+  return collective == Collective::kBroadcast || collective == Collective::kReduce ||
+         collective == Collective::kGather || collective == Collective::kScatter;
+}
+
+__host__ __device__ constexpr ExchangeFlow exchangeFlow(Collective collective, bool root) {
+  const PeerSet rootOnly = root ? PeerSet::kAll : PeerSet::kNone;  // the root's side of a rooted flow
+  switch (collective) {
+    case Collective::kBroadcast:
+      return {rootOnly, PeerSet::kRoot, true};
+    case Collective::kScatter:
+      return {rootOnly, PeerSet::kRoot, false};
+    case Collective::kGather:
+      return {PeerSet::kRoot, rootOnly, true};  // the root sends to itself too
+    case Collective::kReduce:
+      return {root ? PeerSet::kNone : PeerSet::kRoot, rootOnly, true};
+    case Collective::kAllGather:
+      return {PeerSet::kAll, PeerSet::kAll, true};
+    default:  // reduce_scatter, alltoall
+      return {PeerSet::kAll, PeerSet::kAll, false};
+  }
+}
+
 struct ExchangeArgs {
   const void* src;   // range sent to peer p: src + p * srcStride, rangeBytes long
   size_t srcStride;  // 0 when every peer gets the same range

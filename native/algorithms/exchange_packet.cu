@@ -11,41 +11,6 @@
 namespace mscclpp_nccl {
 namespace {
 
-// The peers a rank sends data to and takes data from, per collective and whether the rank is the root,
-// as collective_plans.cc plans them. Fixed at compile time, so that each kernel holds only the loops of
-// its own flow: the same schedule with the peer sets read at run time is 15-25% slower at 4 and 8
-// ranks (perf/experiments/exchange_latency, session 16).
-template <typename Name>
-constexpr bool kRooted = !(std::is_same<Name, AllGather>::value || std::is_same<Name, AlltoAll>::value ||
-                           std::is_same<Name, ReduceScatter>::value);
-
-template <typename Name>
-constexpr PeerSet sendSet(bool root) {
-  if constexpr (std::is_same<Name, Broadcast>::value || std::is_same<Name, Scatter>::value)
-    return root ? PeerSet::kAll : PeerSet::kNone;
-  else if constexpr (std::is_same<Name, Gather>::value)
-    return PeerSet::kRoot;
-  else if constexpr (std::is_same<Name, Reduce>::value)
-    return root ? PeerSet::kNone : PeerSet::kRoot;
-  else
-    return PeerSet::kAll;
-}
-
-template <typename Name>
-constexpr PeerSet receiveSet(bool root) {
-  if constexpr (std::is_same<Name, Broadcast>::value || std::is_same<Name, Scatter>::value)
-    return PeerSet::kRoot;
-  else if constexpr (std::is_same<Name, Gather>::value || std::is_same<Name, Reduce>::value)
-    return root ? PeerSet::kAll : PeerSet::kNone;
-  else
-    return PeerSet::kAll;
-}
-
-// Whether every receiver gets the same range (srcStride 0): each word is then loaded once.
-template <typename Name>
-constexpr bool kOneRange = std::is_same<Name, AllGather>::value || std::is_same<Name, Broadcast>::value ||
-                           std::is_same<Name, Gather>::value || std::is_same<Name, Reduce>::value;
-
 // Every step, every rank sends at least one packet to every peer (data, or a token when it has
 // none for that peer) and waits for one from every peer. That keeps the scratch reuse argument of
 // packet_layout.h true for rooted collectives too: no rank can run two steps ahead of any other.
@@ -55,7 +20,11 @@ constexpr bool kOneRange = std::is_same<Name, AllGather>::value || std::is_same<
 template <typename Name, typename T, typename Op, bool kReduce, bool kRoot>
 __global__ void __launch_bounds__(kPacketThreads)
     exchangePacketKernel(PacketComm comm, ExchangeArgs args, size_t chunkWords, int rounds, bool early) {
-  constexpr PeerSet kSendTo = sendSet<Name>(kRoot), kRecvFrom = receiveSet<Name>(kRoot);
+  // The peer sets are compile-time constants, so that each kernel holds only the loops of its own flow:
+  // the same schedule with them read at run time is 15-25% slower at 4 and 8 ranks
+  // (perf/experiments/exchange_latency, session 16).
+  constexpr ExchangeFlow kFlow = exchangeFlow(Name::kCollective, kRoot);
+  constexpr PeerSet kSendTo = kFlow.sendTo, kRecvFrom = kFlow.recvFrom;
   enterKernel(early);
   const int me = comm.rank, nranks = comm.nranks, root = args.root;
   const size_t words = divCeil(args.rangeBytes, kPacketPayloadBytes);
@@ -84,7 +53,7 @@ __global__ void __launch_bounds__(kPacketThreads)
     // that gets none. A root that sends to itself does so by the copy below.
     if constexpr (kSendTo == PeerSet::kAll) {
       for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
-        if constexpr (kOneRange<Name>) {
+        if constexpr (kFlow.oneRange) {
           step.sendToPeers(i, load(src, first + i));
         } else {
           for (int k = 1; k < nranks; ++k) {
@@ -157,8 +126,9 @@ Status launchExchange(const PacketComm& comm, const ExchangeArgs& args, LaunchSh
     using Name = Tagged<decltype(name)>;
     auto start = [&](auto root) {
       constexpr bool kRoot = decltype(root)::value;
-      if (args.sendTo != sendSet<Name>(kRoot) || args.recvFrom != receiveSet<Name>(kRoot) ||
-          (args.srcStride == 0) != kOneRange<Name>) {
+      constexpr ExchangeFlow kFlow = exchangeFlow(Name::kCollective, kRoot);
+      if (args.sendTo != kFlow.sendTo || args.recvFrom != kFlow.recvFrom ||
+          (args.srcStride == 0) != kFlow.oneRange) {
         return fail(Status::kInternalError,
                     "packet exchange: a %s call planned with other peer sets than its kernel's",
                     collectiveName(args.collective));
@@ -169,7 +139,7 @@ Status launchExchange(const PacketComm& comm, const ExchangeArgs& args, LaunchSh
                                    comm, args, chunkWords, rounds),
                       "packet exchange");
     };
-    if constexpr (kRooted<Name>)
+    if constexpr (isRooted(Name::kCollective))
       if (comm.rank == args.root) return start(std::true_type{});
     return start(std::false_type{});
   };
