@@ -126,3 +126,37 @@ def test_side_by_side_plot(tmp_path: Path) -> None:
     lines = root.findall("{http://www.w3.org/2000/svg}polyline")
     assert len(lines) == 4  # eager and graph curves of two panels
     assert all(len(line.get("points").split()) == 2 for line in lines)
+
+
+def test_timeline_summary(tmp_path: Path) -> None:
+    """perf/timeline_summary.py: rank 0's eager figure, the slowest host, the skew and the tail, each the
+    median over the timings, from every rank's timeline lines (any order, other lines ignored)."""
+    spec = importlib.util.spec_from_file_location("timeline", REPO / "perf" / "timeline_summary.py")
+    timeline = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(timeline)
+    line = "[{r}] # timeline rank {r} all_reduce 8 B trial {t} calls 10: began {b} returned {ret} drained {d}"
+    trials = [  # (rank, trial, began, returned, drained)
+        (0, 0, 100.0, 130.0, 170.0),
+        (1, 0, 104.0, 150.0, 171.0),  # began 4 later, its host the slowest: 4.6 a call
+        (1, 1, 200.0, 230.0, 262.0),
+        (0, 1, 202.0, 232.0, 262.0),  # rank 0 began last
+        (0, 2, 300.0, 330.0, 380.0),
+        (1, 2, 301.0, 321.0, 381.0),
+    ]
+    log = tmp_path / "ours.log"
+    log.write_text(
+        "[0] # empty kernel launch: 3.00 us of host time\n"
+        + "\n".join(line.format(r=r, t=t, b=b, ret=ret, d=d) for r, t, b, ret, d in trials)
+        + "\n"
+    )
+    rows = timeline.summarize(str(log))
+    cells = [c.strip() for c in rows[-2].split("|")[1:-1]]
+    assert cells[:3] == ["all_reduce", "8", "10"]
+    eager, host0, host_max, skew, last_ret, tail = (float(c) for c in cells[3:])
+    assert eager == pytest.approx(7.0)  # (170-100)/10, (262-202)/10, (380-300)/10: median 7.0
+    assert host0 == pytest.approx(3.0)
+    assert host_max == pytest.approx(3.0)  # 4.6, 3.0, 3.0
+    assert skew == pytest.approx(1.0)  # 4, 0, 1
+    assert last_ret == pytest.approx(3.0)  # (150-100)/10, (232-202)/10, (330-300)/10: 5, 3, 3
+    assert tail == pytest.approx(30.0)  # 170-150, 262-232, 380-330
+    assert len(rows) == 6  # title, blank, header, rule, one row, blank
