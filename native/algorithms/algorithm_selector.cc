@@ -247,9 +247,7 @@ namespace {
 // Bytes an exchange of `rangeBytes` ranges moves over all ranks: a rooted one a range per rank, the
 // others a range per pair of ranks.
 size_t exchangeTraffic(Collective collective, size_t rangeBytes, int nranks) {
-  const bool rooted = collective == Collective::kBroadcast || collective == Collective::kReduce ||
-                      collective == Collective::kGather || collective == Collective::kScatter;
-  return rangeBytes * nranks * (rooted ? 1 : nranks);
+  return rangeBytes * nranks * (isRooted(collective) ? 1 : nranks);
 }
 
 }  // namespace
