@@ -89,6 +89,28 @@ def _newest_header() -> float:
     return newest
 
 
+def _dependencies(dep_file: Path) -> list[Path] | None:
+    """The files an object was built from, as nvcc listed them (make syntax); None if never listed."""
+    try:
+        text = dep_file.read_text()
+    except OSError:
+        return None
+    _, _, listed = text.replace("\\\n", " ").partition(":")
+    return [ROOT / name for name in listed.split()]
+
+
+def _stale(src: Path, obj: Path, newest_header: float) -> bool:
+    """Whether `obj` is older than anything it was built from. Objects built before nvcc listed their
+    headers fall back to the newest header of the tree."""
+    if not obj.exists():
+        return True
+    built = obj.stat().st_mtime
+    deps = _dependencies(obj.with_suffix(".d"))
+    if deps is None:
+        return built < max(src.stat().st_mtime, newest_header)
+    return any(not d.exists() or d.stat().st_mtime > built for d in [src, *deps])
+
+
 def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
 
@@ -133,14 +155,15 @@ def build_native(force: bool = False, verbose: bool = False) -> Path:
         rel = src.relative_to(ROOT)
         obj = OBJ_DIR / rel.parent / (rel.name + ".o")
         objects.append(obj)
-        if force or not obj.exists() or obj.stat().st_mtime < max(src.stat().st_mtime, newest_header):
+        if force or _stale(src, obj, newest_header):
             jobs.append((src, obj))
 
     def compile_one(job: tuple[Path, Path]) -> tuple[Path, subprocess.CompletedProcess[str], list[str]]:
         src, obj = job
         obj.parent.mkdir(parents=True, exist_ok=True)
-        tmp = obj.with_suffix(".o.tmp")
-        cmd = [nvcc, *flags, "-c", str(src.relative_to(ROOT)), "-o", str(tmp)]
+        tmp, deps = obj.with_suffix(".o.tmp"), obj.with_suffix(".d")
+        # -MD lists the headers the source included, so that a header change rebuilds only its includers.
+        cmd = [nvcc, *flags, "-c", str(src.relative_to(ROOT)), "-o", str(tmp), "-MD", "-MF", str(deps)]
         r = _run(cmd)
         if r.returncode == 0:
             os.replace(tmp, obj)  # never leave a half-written object that looks up to date
@@ -256,7 +279,8 @@ class BinaryDistribution(Distribution):
         return True
 
 
-setup(
-    cmdclass={"build_native": BuildNative, "build_py": BuildPy},
-    distclass=BinaryDistribution,
-)
+if __name__ == "__main__":  # setuptools runs this file as __main__; tests import its helpers
+    setup(
+        cmdclass={"build_native": BuildNative, "build_py": BuildPy},
+        distclass=BinaryDistribution,
+    )
