@@ -419,14 +419,14 @@ bool Communicator::findDirectBuffers(const void* send, const void* recv, size_t 
   return find(send, &out->send) && find(recv, &out->recv);
 }
 
-Status Communicator::exchange(Collective collective, const ExchangeArgs& args, cudaStream_t stream) {
+Status Communicator::exchange(const ExchangeArgs& args, cudaStream_t stream) {
   if (routed_) {
     order_.newWork();
-    return routed_->exchange(collective, args, stream);
+    return routed_->exchange(args, stream);
   }
+  const Collective collective = args.collective;
   ExchangeArgs call = args;
   call.ticket = order_.newWork();
-  call.collective = collective;
   if (args.rangeBytes == 0) return Status::kSuccess;
   // Every rank reaches the same answer here: it depends on the call's shape only.
   const bool maps = selector_.mapsBuffers(collective, dataTypeSize(args.type), args.rangeBytes,

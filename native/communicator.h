@@ -75,7 +75,7 @@ class Communicator {
   // Collectives and point-to-point transfers. Each enqueues on `stream` and never synchronizes the
   // host; empty calls enqueue nothing (every rank of a collective sees the same count).
   Status allReduce(const AllReduceArgs& args, cudaStream_t stream);
-  Status exchange(Collective collective, const ExchangeArgs& args, cudaStream_t stream);
+  Status exchange(const ExchangeArgs& args, cudaStream_t stream);  // args.collective: which one
   // One group's sends and receives; at most one per peer and direction (see splitP2pPasses).
   Status sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream);
 

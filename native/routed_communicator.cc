@@ -199,21 +199,21 @@ Status RoutedComm::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
                  intraOp, stream);
 }
 
-Status RoutedComm::exchange(Collective collective, const ExchangeArgs& args, cudaStream_t stream) {
+Status RoutedComm::exchange(const ExchangeArgs& args, cudaStream_t stream) {
   if (args.rangeBytes == 0) return Status::kSuccess;
   // Hosts numbered apart give steps whose ranges are not back to back: those go to the world.
-  const bool blocked = collective == Collective::kAllGather || collective == Collective::kReduceScatter;
+  const bool blocked =
+      args.collective == Collective::kAllGather || args.collective == Collective::kReduceScatter;
   ReduceOp intraOp = args.op;
   if (path_ == CommPath::kHierarchical && blocked && contiguous_ &&
       args.rangeBytes * layout_.nranks >= hierarchyMinBytes() &&
       (!args.reduce || intraStepOp(args.op, args.type, layout_.nranks, &intraOp)))
-    return blocksHierarchically(collective, args, intraOp, stream);
-  return exchangeOnWorld(collective, args, stream);
+    return blocksHierarchically(args, intraOp, stream);
+  return exchangeOnWorld(args, stream);
 }
 
-Status RoutedComm::blocksHierarchically(Collective collective, const ExchangeArgs& args, const ReduceOp& op,
-                                        cudaStream_t stream) {
-  const bool gather = collective == Collective::kAllGather;
+Status RoutedComm::blocksHierarchically(const ExchangeArgs& args, const ReduceOp& op, cudaStream_t stream) {
+  const bool gather = args.collective == Collective::kAllGather;
   const size_t elem = dataTypeSize(args.type), block = args.rangeBytes;
   std::vector<PlanStep> steps;
   if (!hierarchicalPlan(layout_, rank_, gather ? PlanCollective::kAllGather : PlanCollective::kReduceScatter,
@@ -290,10 +290,9 @@ Status RoutedComm::runIntra(const PlanStep& step, size_t k, const char* source, 
   if (!ranges.sameSize || !ranges.contiguous)  // exchange() sends interleaved hosts to the world
     return fail(Status::kInternalError, "intra-host step with ranges apart");
   if (step.op == PlanOp::kReduceScatter)
-    return intra_->exchange(Collective::kReduceScatter,
-                            planReduceScatter(source + step.members[0][k].offset, mine, count, type, op),
+    return intra_->exchange(planReduceScatter(source + step.members[0][k].offset, mine, count, type, op),
                             stream);
-  return intra_->exchange(Collective::kAllGather, planAllGather(mine, first, count, type), stream);
+  return intra_->exchange(planAllGather(mine, first, count, type), stream);
 }
 
 Status RoutedComm::runRail(const PlanStep& step, size_t k, char* base, DataType type, const ReduceOp& op,
@@ -338,7 +337,7 @@ Status RoutedComm::runRail(const PlanStep& step, size_t k, char* base, DataType 
   });
 }
 
-Status RoutedComm::exchangeOnWorld(Collective collective, const ExchangeArgs& args, cudaStream_t stream) {
+Status RoutedComm::exchangeOnWorld(const ExchangeArgs& args, cudaStream_t stream) {
   const StockNcclApi& api = world_->api();
   ncclComm_t comm = world_->handle();
   const ncclDataType_t type = stockType(args.type);
@@ -346,11 +345,12 @@ Status RoutedComm::exchangeOnWorld(Collective collective, const ExchangeArgs& ar
   std::unique_ptr<StockRedOp> stockOp;
   if (args.reduce) MSCCLPP_TRY(StockRedOp::create(*world_, args.op, args.type, &stockOp));
   const ncclRedOp_t op = stockOp ? stockOp->get() : ncclSum;
-  MSCCLPP_INFO(kColl, "%s %zu bytes a rank: stock, all ranks", collectiveName(collective), args.rangeBytes);
+  MSCCLPP_INFO(kColl, "%s %zu bytes a rank: stock, all ranks", collectiveName(args.collective),
+               args.rangeBytes);
   auto optional = [](const char* name) {
     return fail(Status::kInvalidUsage, "the stock NCCL loaded has no %s (it came in 2.28)", name);
   };
-  switch (collective) {
+  switch (args.collective) {
     case Collective::kAllGather:
       return world_->check(api.ncclAllGather(args.src, args.dst, count, type, comm, stream),
                            "stock ncclAllGather");
@@ -389,7 +389,7 @@ Status RoutedComm::exchangeOnWorld(Collective collective, const ExchangeArgs& ar
     default:
       break;
   }
-  return fail(Status::kInternalError, "collective %d has no stock route", static_cast<int>(collective));
+  return fail(Status::kInternalError, "collective %d has no stock route", static_cast<int>(args.collective));
 }
 
 Status RoutedComm::sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream) {

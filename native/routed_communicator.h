@@ -40,7 +40,7 @@ class RoutedComm {
 
   // As Communicator's; each enqueues on `stream` only.
   Status allReduce(const AllReduceArgs& args, cudaStream_t stream);
-  Status exchange(Collective collective, const ExchangeArgs& args, cudaStream_t stream);
+  Status exchange(const ExchangeArgs& args, cudaStream_t stream);
   Status sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream);
 
   // The intra-host communicator's, then the stock communicators' asynchronous errors.
@@ -61,9 +61,8 @@ class RoutedComm {
   Status runRail(const PlanStep& step, size_t k, char* base, DataType type, const ReduceOp& op,
                  cudaStream_t stream);
   // all_gather or reduce_scatter through the plan; `op` is the intra-host steps' reduction.
-  Status blocksHierarchically(Collective collective, const ExchangeArgs& args, const ReduceOp& op,
-                              cudaStream_t stream);
-  Status exchangeOnWorld(Collective collective, const ExchangeArgs& args, cudaStream_t stream);
+  Status blocksHierarchically(const ExchangeArgs& args, const ReduceOp& op, cudaStream_t stream);
+  Status exchangeOnWorld(const ExchangeArgs& args, cudaStream_t stream);
   // Device scratch of at least `bytes`; outgrown buffers are kept (captured graphs may use them).
   Status scratch(size_t bytes, cudaStream_t stream, char** out);
 

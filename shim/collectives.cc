@@ -48,11 +48,10 @@ ncclResult_t checkScaledCount(ncclComm* comm, ncclDataType_t type, size_t count,
   return checkTypeAndCount(type, count * comm->nranks, function);
 }
 
-ncclResult_t runExchange(ncclComm* comm, mscclpp_nccl::Collective collective,
-                         const mscclpp_nccl::ExchangeArgs& args, cudaStream_t stream, const char* function) {
-  return enqueue(comm, stream, function, [collective, args](Communicator& impl, cudaStream_t launch) {
-    return impl.exchange(collective, args, launch);
-  });
+ncclResult_t runExchange(ncclComm* comm, const mscclpp_nccl::ExchangeArgs& args, cudaStream_t stream,
+                         const char* function) {
+  return enqueue(comm, stream, function,
+                 [args](Communicator& impl, cudaStream_t launch) { return impl.exchange(args, launch); });
 }
 
 DataType native(ncclDataType_t type) { return static_cast<DataType>(type); }
@@ -106,9 +105,8 @@ ncclResult_t allGather(const void* sendbuff, void* recvbuff, size_t sendcount, n
   const ApiRange range(function, callPayload(comm, sendcount, datatype, -1, -1));
   NCCL_TRY(checkCollective(comm, datatype, sendcount, sendbuff, recvbuff, function));
   NCCL_TRY(checkScaledCount(comm, datatype, sendcount, function));
-  return runExchange(comm, mscclpp_nccl::Collective::kAllGather,
-                     mscclpp_nccl::planAllGather(sendbuff, recvbuff, sendcount, native(datatype)), stream,
-                     function);
+  return runExchange(comm, mscclpp_nccl::planAllGather(sendbuff, recvbuff, sendcount, native(datatype)),
+                     stream, function);
 }
 
 ncclResult_t reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
@@ -119,9 +117,8 @@ ncclResult_t reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcoun
   ReduceOp reduceOp;
   NCCL_TRY(resolveReduceOp(comm, op, datatype, function, &reduceOp));
   return runExchange(
-      comm, mscclpp_nccl::Collective::kReduceScatter,
-      mscclpp_nccl::planReduceScatter(sendbuff, recvbuff, recvcount, native(datatype), reduceOp), stream,
-      function);
+      comm, mscclpp_nccl::planReduceScatter(sendbuff, recvbuff, recvcount, native(datatype), reduceOp),
+      stream, function);
 }
 
 ncclResult_t alltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
@@ -129,8 +126,7 @@ ncclResult_t alltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDa
   const ApiRange range(function, callPayload(comm, count, datatype, -1, -1));
   NCCL_TRY(checkCollective(comm, datatype, count, sendbuff, recvbuff, function));
   NCCL_TRY(checkScaledCount(comm, datatype, count, function));
-  return runExchange(comm, mscclpp_nccl::Collective::kAlltoAll,
-                     mscclpp_nccl::planAlltoAll(sendbuff, recvbuff, count, native(datatype)), stream,
+  return runExchange(comm, mscclpp_nccl::planAlltoAll(sendbuff, recvbuff, count, native(datatype)), stream,
                      function);
 }
 
@@ -142,9 +138,8 @@ ncclResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count, ncclD
   const bool isRoot = comm->rank == root;
   NCCL_TRY(checkData(datatype, count, isRoot ? sendbuff : sentinel(), recvbuff, function));
   return runExchange(
-      comm, mscclpp_nccl::Collective::kBroadcast,
-      mscclpp_nccl::planBroadcast(comm->rank, sendbuff, recvbuff, count, native(datatype), root), stream,
-      function);
+      comm, mscclpp_nccl::planBroadcast(comm->rank, sendbuff, recvbuff, count, native(datatype), root),
+      stream, function);
 }
 
 ncclResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
@@ -157,8 +152,7 @@ ncclResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, ncclData
   ReduceOp reduceOp;
   NCCL_TRY(resolveReduceOp(comm, op, datatype, function, &reduceOp));
   return runExchange(
-      comm, mscclpp_nccl::Collective::kReduce,
-      mscclpp_nccl::planReduce(comm->rank, sendbuff, recvbuff, count, native(datatype), reduceOp, root),
+      comm, mscclpp_nccl::planReduce(comm->rank, sendbuff, recvbuff, count, native(datatype), reduceOp, root),
       stream, function);
 }
 
@@ -170,7 +164,7 @@ ncclResult_t gather(const void* sendbuff, void* recvbuff, size_t count, ncclData
   const bool isRoot = comm->rank == root;
   NCCL_TRY(checkData(datatype, count, sendbuff, isRoot ? recvbuff : sentinel(), function));
   NCCL_TRY(checkScaledCount(comm, datatype, count, function));
-  return runExchange(comm, mscclpp_nccl::Collective::kGather,
+  return runExchange(comm,
                      mscclpp_nccl::planGather(comm->rank, sendbuff, recvbuff, count, native(datatype), root),
                      stream, function);
 }
@@ -183,7 +177,7 @@ ncclResult_t scatter(const void* sendbuff, void* recvbuff, size_t count, ncclDat
   const bool isRoot = comm->rank == root;
   NCCL_TRY(checkData(datatype, count, isRoot ? sendbuff : sentinel(), recvbuff, function));
   NCCL_TRY(checkScaledCount(comm, datatype, count, function));
-  return runExchange(comm, mscclpp_nccl::Collective::kScatter,
+  return runExchange(comm,
                      mscclpp_nccl::planScatter(comm->rank, sendbuff, recvbuff, count, native(datatype), root),
                      stream, function);
 }
