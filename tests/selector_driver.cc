@@ -14,6 +14,8 @@
 //     "communicators 0 0 0 set 0", a row of the usual six fields).
 //     "maps COLLECTIVE ELEMENT_BYTES BYTES PREMUL" answers "maps 1|0": whether a call outside windows
 //     takes the mapped zero-copy path (the communicator shares allocations, as by default).
+//     "mapped-fallback COLLECTIVE ELEMENT_BYTES BYTES" answers a choice row: the chunked schedule a mapped
+//     call runs where some rank's buffers are not mapped yet.
 //     "mapped-shape BYTES SCRATCH_BLOCKS SCRATCH_THREADS" answers "mapped-shape BLOCKS THREADS EARLY": the
 //     grid of a mapped kernel moving BYTES whose fallback is a chunked grid of that shape.
 //     "mapped-flow COLLECTIVE RANK ROOT" answers "mapped-flow SPREAD PUSH READS WRITES" (each 0 or 1): how
@@ -172,6 +174,17 @@ int main(int argc, char** argv) {
       words >> name >> bytes >> scratch.blocks >> scratch.threads;
       const mscclpp_nccl::LaunchShape shape = selector.mappedShape(bytes, scratch);
       printf("mapped-shape %d %d %d\n", shape.blocks, shape.threads, shape.earlyLaunch ? 1 : 0);
+      continue;
+    }
+    if (line.rfind("mapped-fallback ", 0) == 0) {
+      words >> name >> name >> elementBytes >> bytes;
+      if (!mscclpp_nccl::collectiveFromName(name, &collective)) {
+        printf("BAD QUERY %s\n", line.c_str());
+        continue;
+      }
+      const mscclpp_nccl::Choice choice = selector.mappedFallback(collective, elementBytes, bytes);
+      printf("%s %d %d %zu %s %d\n", choice.algorithm->name, choice.shape.blocks, choice.shape.threads,
+             choice.shape.chunkBytes, choice.source, choice.shape.earlyLaunch ? 1 : 0);
       continue;
     }
     if (line.rfind("maps ", 0) == 0) {

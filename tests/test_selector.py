@@ -237,16 +237,38 @@ def test_shipped_table_at_8_ranks(driver: Path) -> None:
 
 
 def test_shipped_table_reduce_at_8_ranks(driver: Path) -> None:
-    """At 8 ranks reduce takes the two-shot packet schedule between 128 KB and 512 KB (the chunked
-    exchange was level with stock NCCL at 256 KB in session 16's run 4), on the all-reduce's default grid:
-    a block per 512 words of the segment each rank reduces."""
-    queries = ["reduce 2 131072", "reduce 2 131073", "reduce 2 262144", "reduce 2 524288", "reduce 2 524289"]
+    """At 8 ranks reduce takes the two-shot packet schedule between 128 KB and 1 MB (the chunked
+    exchange was level with stock NCCL at 256 KB in session 16's run 4, and took 23.9 us in graphs at 1 MB
+    against the two-shot's 19.3 in session 18's run 4), on the all-reduce's default grid: a block per 512
+    words of the segment each rank reduces."""
+    queries = [
+        "reduce 2 131072",
+        "reduce 2 131073",
+        "reduce 2 262144",
+        "reduce 2 1048576",
+        "reduce 2 1048577",
+    ]
     got = choose(driver, COMMS[8], queries, str(SHIPPED))
     assert [c.algorithm for c in got] == ["exchange_packet"] + ["reduce_two_shot_packet"] * 3 + [
         "exchange_chunked"
     ]
     two_shot = got[2]
     assert (two_shot.blocks, two_shot.threads, two_shot.chunk_bytes) == (8, 512, 4096), two_shot
+
+
+def test_shipped_table_rooted_at_4_ranks(driver: Path) -> None:
+    """At 4 ranks broadcast stays on packets to 1 MB (9.4 us in graphs there against the chunked
+    exchange's 12.5) and reduce takes the two-shot packet schedule at 1 MB (10.2 against 12.0; session
+    18's run 1); above, both go chunked."""
+    queries = ["broadcast 2 1048576", "broadcast 2 1048577", "reduce 2 524288", "reduce 2 1048576"]
+    got = choose(driver, COMMS[4], [*queries, "reduce 2 1048577"], str(SHIPPED))
+    assert [c.algorithm for c in got] == [
+        "exchange_packet",
+        "exchange_chunked",
+        "exchange_packet",
+        "reduce_two_shot_packet",
+        "exchange_chunked",
+    ]
 
 
 def test_packet_work_spreads_over_the_blocks(driver: Path) -> None:
@@ -309,9 +331,9 @@ def maps(driver: Path, comm: Comm, queries: list[str], table: str = NO_TABLE, al
 
 @pytest.mark.parametrize("table", [NO_TABLE, str(SHIPPED)])
 def test_mapped_zero_copy_where_a_chunked_kernel_falls_back(driver: Path, table: str) -> None:
-    """Outside windows: all_reduce from 1 MB and exchanges from 2 MB ranges, wherever the scratch choice
-    is the chunked schedule (which the mapped kernel runs itself when the ranks agree on scratch); never
-    send/recv, PreMulSum or a forced algorithm."""
+    """Outside windows: all_reduce from 1 MB where its scratch choice is the chunked schedule (which the
+    mapped kernel runs itself when the ranks agree on scratch), and exchanges from 2 MB ranges whatever
+    their scratch choice; never send/recv, PreMulSum or a forced algorithm."""
     comm = COMMS[4]
     queries = ["all_reduce 2 33554432 0", "all_gather 2 33554432 0", "broadcast 4 4194304 0"]
     queries += ["reduce 4 4194304 0", "all_reduce 2 524288 0", "broadcast 4 2097151 0"]
@@ -323,6 +345,29 @@ def test_mapped_zero_copy_where_a_chunked_kernel_falls_back(driver: Path, table:
         driver, comm, ["all_reduce 2 33554432 0", "all_gather 2 33554432 0"], table, algo=CHUNKED[0]
     )
     assert forced == [False, True], "a forced all_reduce algorithm must be exactly what runs"
+
+
+def test_exchanges_map_over_packets_with_a_chunked_fallback(driver: Path) -> None:
+    """The tuner times forced algorithms, which never map: where the shipped 4-rank table keeps all_gather
+    on packets (2 MB ranges), the call still maps, and falls back on the chunked exchange's default grid.
+    Where the table chose the chunked schedule, the fallback is that choice, shape and all."""
+    comm = COMMS[4]
+    table = str(SHIPPED)
+    [chosen] = choose(driver, comm, ["all_gather 2 2097152"], table)
+    assert chosen.algorithm == "exchange_packet", "the shipped table no longer keeps packets here"
+    assert maps(driver, comm, ["all_gather 2 2097152 0"], table) == [True]
+    queries = ["mapped-fallback all_gather 2 2097152", "mapped-fallback reduce_scatter 2 4194304"]
+    fallback = choose(driver, comm, queries, table)
+    [default] = choose(driver, comm, ["all_gather 2 2097152"], algo="exchange_chunked")
+    assert (fallback[0].algorithm, fallback[0].blocks, fallback[0].chunk_bytes, fallback[0].source) == (
+        "exchange_chunked",
+        default.blocks,
+        default.chunk_bytes,
+        "rules",
+    )
+    assert fallback[1] == choose(driver, comm, ["reduce_scatter 2 4194304"], table)[0]
+    [all_reduce] = choose(driver, comm, ["mapped-fallback all_reduce 2 33554432"], table)
+    assert all_reduce.algorithm == "allreduce_two_shot_chunked"
 
 
 # Exchanges map their buffers from 16 MB of traffic over all ranks (a range per rank for rooted ones, a

@@ -30,7 +30,8 @@ def test_zero_copy_without_windows(nranks: int) -> None:
     assert_all_passed(output, SCENARIOS, nranks)
     ready, waiting = mapped_calls(output)
     # recurring (14 calls), realloc (15), graph (2 captured, waiting for the peers, + 4 eager), many (600),
-    # exchanges (42): most of recurring, realloc, graph and exchanges find every peer's mapping in place.
+    # exchanges (42 at the larger ranges, more at the smaller): most of recurring, realloc, graph and
+    # exchanges find every peer's mapping in place.
     assert ready >= 40 * nranks, f"only {ready} mapped calls were ready ({waiting} not)\n{output[-3000:]}"
     assert waiting > 0, "every call was ready: the first use of an allocation cannot be"
 

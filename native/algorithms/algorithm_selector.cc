@@ -261,10 +261,25 @@ bool AlgorithmSelector::mapsBuffers(Collective collective, size_t elementBytes, 
       (!allReduce && exchangeTraffic(collective, bytes, nranks_) < kExchangeZeroCopyMinTraffic) ||
       forced_[static_cast<int>(collective)].algorithm)
     return false;
-  // The fallback must be the chunked schedule, which the mapped kernel runs itself.
-  const AlgorithmId fallback =
-      allReduce ? AlgorithmId::kAllReduceTwoShotChunked : AlgorithmId::kExchangeChunked;
-  return nranks_ <= kMaxZeroCopyRanks && choose(collective, elementBytes, bytes).algorithm->id == fallback;
+  if (nranks_ > kMaxZeroCopyRanks) return false;
+  // An all-reduce maps where the chunked schedule is chosen, which the mapped kernel runs itself when some
+  // rank's buffers are not mapped yet. An exchange maps above the thresholds whatever the table says: the
+  // tuner times forced algorithms, which never map, so its choice of packets over chunks there does not
+  // weigh the mapped call (4-rank all_gather at 2 MB ranges on one H200: packets 45 us in graphs, mapped
+  // 30; perf/results/2026-12-03-h200-s18). Its not-yet-mapped calls run the chunked schedule.
+  const Algorithm& fallback =
+      algorithm(allReduce ? AlgorithmId::kAllReduceTwoShotChunked : AlgorithmId::kExchangeChunked);
+  return allReduce ? choose(collective, elementBytes, bytes).algorithm == &fallback
+                   : usable(fallback, collective, bytes, false);
+}
+
+Choice AlgorithmSelector::mappedFallback(Collective collective, size_t elementBytes, size_t bytes) const {
+  const Choice chosen = choose(collective, elementBytes, bytes);
+  if (chosen.algorithm->protocol == Protocol::kChunked) return chosen;
+  const Algorithm& chunked =
+      algorithm(collective == Collective::kAllReduce ? AlgorithmId::kAllReduceTwoShotChunked
+                                                     : AlgorithmId::kExchangeChunked);
+  return Choice{&chunked, shapeFor(chunked, TuningChoice{}, bytes), "rules"};
 }
 
 LaunchShape AlgorithmSelector::directShape(size_t bytes) const {
@@ -317,7 +332,7 @@ Status runAllReduce(const Transports& transports, const AlgorithmSelector& selec
   const size_t bytes = args.count * dataTypeSize(args.type);
   if (mapped)
     return runMapped(transports, selector, Collective::kAllReduce, bytes, args, *mapped, bytes,
-                     selector.choose(Collective::kAllReduce, dataTypeSize(args.type), bytes), stream,
+                     selector.mappedFallback(Collective::kAllReduce, dataTypeSize(args.type), bytes), stream,
                      launchAllReduceMapped);
   // Zero-copy reads peers' inputs raw: PreMulSum's per-rank scalars would have to travel too.
   const bool registered = direct != nullptr && !args.op.scaling.preMultiply;
@@ -345,8 +360,8 @@ Status runExchange(const Transports& transports, const AlgorithmSelector& select
   if (mapped)
     return runMapped(transports, selector, args.collective, args.rangeBytes, args, *mapped,
                      args.rangeBytes * transports.direct.nranks,
-                     selector.choose(args.collective, dataTypeSize(args.type), args.rangeBytes), stream,
-                     launchExchangeMapped);
+                     selector.mappedFallback(args.collective, dataTypeSize(args.type), args.rangeBytes),
+                     stream, launchExchangeMapped);
   Choice choice = selector.choose(args.collective, dataTypeSize(args.type), args.rangeBytes);
   logChoice(args.collective, args.rangeBytes, args.type, choice);
   if (choice.algorithm->id == AlgorithmId::kExchangeChunked)

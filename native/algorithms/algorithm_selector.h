@@ -52,6 +52,9 @@ class AlgorithmSelector {
   // itself for calls where some rank's buffers are not mapped yet): an all-reduce of `bytes`, or an exchange
   // of `bytes` per range. The same on every rank.
   bool mapsBuffers(Collective collective, size_t elementBytes, size_t bytes, bool preMultiply) const;
+  // The chunked schedule a mapped call runs when some rank's buffers are not mapped yet: the chosen one,
+  // or the chunked exchange's default grid where packets were chosen.
+  Choice mappedFallback(Collective collective, size_t elementBytes, size_t bytes) const;
   // The grid of a zero-copy kernel that moves `bytes` in all.
   LaunchShape directShape(size_t bytes) const;
   // The grid of a mapped zero-copy kernel that moves `bytes` in all and falls back on the chunked kernel

@@ -155,13 +155,15 @@ def scenario_many(r: Rank) -> None:
 
 def scenario_exchanges(r: Rank) -> None:
     """Every other collective on the same buffers call after call (4 MiB ranges; 8 MiB at 2 ranks, so that
-    rooted ones move enough to be mapped too), out of place then in place (NCCL's layouts), then out of
-    place one element into the allocations (no 16-byte accesses), rooted ones at a root that moves: each
-    result exact. In-place alltoall must stay on scratch (its writes would hit ranges the peers still
-    read)."""
+    rooted ones move enough to be mapped too; then half that, where the 4-rank table keeps all_gather on
+    packets and the mapped call falls back on the chunked exchange's default grid), out of place then in
+    place (NCCL's layouts), then out of place one element into the allocations (no 16-byte accesses),
+    rooted ones at a root that moves: each result exact. In-place alltoall must stay on scratch (its
+    writes would hit ranges the peers still read)."""
     n, me = r.size, r.rank
-    count = (2 << 20) if n == 2 else (1 << 20)
-    for name in ("all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "gather", "scatter"):
+    large = (2 << 20) if n == 2 else (1 << 20)
+    names = ("all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "gather", "scatter")
+    for name, count in [(name, count) for count in (large, large // 2) for name in names]:
         size = max(input_count(name, count, n), output_count(name, count, n))
         backing = cp.zeros(size + 1, dtype=cp.float32)
         source = cp.zeros(input_count(name, count, n) + 1, dtype=cp.float32)
@@ -187,7 +189,9 @@ def scenario_exchanges(r: Rank) -> None:
             if expected is not None:
                 where = f"{name} trial {trial} in_place={in_place} shifted={shifted} root={root}"
                 check(recv, expected.astype(np.float64), where)
-    print("PASS exchanges: 7 collectives x 8 calls on the same buffers, in and out of place, unaligned")
+    print(
+        "PASS exchanges: 7 collectives x 2 sizes x 8 calls on the same buffers, in and out of place, shifted"
+    )
 
 
 SCENARIOS = {
