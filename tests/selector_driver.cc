@@ -88,6 +88,12 @@ Status launchExchangeChunked(const LaneComm&, const ExchangeArgs&, LaunchShape, 
 
 }  // namespace mscclpp_nccl
 
+// A choice row: "algorithm blocks threads chunkBytes source early".
+void printChoice(const mscclpp_nccl::Choice& choice) {
+  printf("%s %d %d %zu %s %d\n", choice.algorithm->name, choice.shape.blocks, choice.shape.threads,
+         choice.shape.chunkBytes, choice.source, choice.shape.earlyLaunch ? 1 : 0);
+}
+
 int main(int argc, char** argv) {
   if (argc != 7) {
     fprintf(stderr, "usage: %s GPU_NAME NRANKS RANKS_PER_GPU RESIDENT_BLOCKS LANE_SLOT_BYTES SLOT_PACKETS\n",
@@ -182,9 +188,7 @@ int main(int argc, char** argv) {
         printf("BAD QUERY %s\n", line.c_str());
         continue;
       }
-      const mscclpp_nccl::Choice choice = selector.mappedFallback(collective, elementBytes, bytes);
-      printf("%s %d %d %zu %s %d\n", choice.algorithm->name, choice.shape.blocks, choice.shape.threads,
-             choice.shape.chunkBytes, choice.source, choice.shape.earlyLaunch ? 1 : 0);
+      printChoice(selector.mappedFallback(collective, elementBytes, bytes));
       continue;
     }
     if (line.rfind("maps ", 0) == 0) {
@@ -203,9 +207,7 @@ int main(int argc, char** argv) {
     }
     int registered = 0;
     words >> registered;
-    mscclpp_nccl::Choice choice = selector.choose(collective, elementBytes, bytes, registered != 0);
-    printf("%s %d %d %zu %s %d\n", choice.algorithm->name, choice.shape.blocks, choice.shape.threads,
-           choice.shape.chunkBytes, choice.source, choice.shape.earlyLaunch ? 1 : 0);
+    printChoice(selector.choose(collective, elementBytes, bytes, registered != 0));
   }
   return 0;
 }

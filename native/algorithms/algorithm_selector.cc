@@ -244,6 +244,12 @@ Choice AlgorithmSelector::choose(Collective collective, size_t elementBytes, siz
 
 namespace {
 
+// The chunked schedule a mapped call of `collective` runs itself when some rank's buffers are not mapped.
+const Algorithm& chunkedFallback(Collective collective) {
+  return algorithm(collective == Collective::kAllReduce ? AlgorithmId::kAllReduceTwoShotChunked
+                                                        : AlgorithmId::kExchangeChunked);
+}
+
 // Bytes an exchange of `rangeBytes` ranges moves over all ranks: a rooted one a range per rank, the
 // others a range per pair of ranks.
 size_t exchangeTraffic(Collective collective, size_t rangeBytes, int nranks) {
@@ -267,8 +273,7 @@ bool AlgorithmSelector::mapsBuffers(Collective collective, size_t elementBytes, 
   // tuner times forced algorithms, which never map, so its choice of packets over chunks there does not
   // weigh the mapped call (4-rank all_gather at 2 MB ranges on one H200: packets 45 us in graphs, mapped
   // 30; perf/results/2026-12-03-h200-s18). Its not-yet-mapped calls run the chunked schedule.
-  const Algorithm& fallback =
-      algorithm(allReduce ? AlgorithmId::kAllReduceTwoShotChunked : AlgorithmId::kExchangeChunked);
+  const Algorithm& fallback = chunkedFallback(collective);
   return allReduce ? choose(collective, elementBytes, bytes).algorithm == &fallback
                    : usable(fallback, collective, bytes, false);
 }
@@ -276,9 +281,7 @@ bool AlgorithmSelector::mapsBuffers(Collective collective, size_t elementBytes, 
 Choice AlgorithmSelector::mappedFallback(Collective collective, size_t elementBytes, size_t bytes) const {
   const Choice chosen = choose(collective, elementBytes, bytes);
   if (chosen.algorithm->protocol == Protocol::kChunked) return chosen;
-  const Algorithm& chunked =
-      algorithm(collective == Collective::kAllReduce ? AlgorithmId::kAllReduceTwoShotChunked
-                                                     : AlgorithmId::kExchangeChunked);
+  const Algorithm& chunked = chunkedFallback(collective);
   return Choice{&chunked, shapeFor(chunked, TuningChoice{}, bytes), "rules"};
 }
 
