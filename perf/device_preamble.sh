@@ -48,9 +48,10 @@ pytorch_apps() {
     "tests/test_apps_gpu.py::test_peer_death_then_destroy_process_group[0-4]"
 }
 
-# The zero-copy suite (2, 4, 8 ranks and switched off), the collective, send/recv and all-reduce suites.
+# The zero-copy suite (2, 4, 8 ranks and switched off), the collective, send/recv and all-reduce suites,
+# within $1 seconds (default 400).
 gpu_suites() {
-  run_tests tests 400 tests/test_zero_copy_gpu.py tests/test_collectives_gpu.py::test_collective_scenarios \
+  run_tests tests "${1:-400}" tests/test_zero_copy_gpu.py tests/test_collectives_gpu.py::test_collective_scenarios \
     tests/test_collectives_gpu.py::test_p2p_chunked_forced tests/test_collectives_gpu.py::test_p2p_many_peers \
     tests/test_allreduce_gpu.py::test_allreduce_scenarios
 }

@@ -1,20 +1,23 @@
 // The packet kernels alone: N ranks simulated in one process on one GPU, each with its own stream,
 // scratch, step counters and wait words, launched through the library's own launchers
-// (launchAllReduceOneShotPacket, launchExchange), K calls per rank captured into one CUDA graph and
-// replayed. What it leaves out (the host path, MPS, the launcher's processes) tells whether a gap between
-// two collectives in perf/nccl_timer's graph column lies in their kernels. Sizes are nccl-tests' size
-// column, as in perf/nccl_timer.cu; bf16, sum, root 0. `empty` is one empty kernel per rank and call;
-// `all_gather_lean*` the all_gather on the one-shot all-reduce's schedule, and two variants (yardsticks).
-// Every output is checked after its timing (rank r's input elements are all r + 1): a wrong one, or a
-// kernel that gave up waiting (5 s without progress), ends the run with exit status 1.
+// (launchAllReduceOneShotPacket, launchAllReduceTwoShotPacket, launchReduceTwoShotPacket, launchExchange), K
+// calls per rank captured into one CUDA graph and replayed. What it leaves out (the host path, MPS, the
+// launcher's processes) tells whether a gap between two collectives in perf/nccl_timer's graph column lies in
+// their kernels. Sizes are nccl-tests' size column, as in perf/nccl_timer.cu; bf16, sum, root 0. `empty` is
+// one empty kernel per rank and call; `all_gather_lean*` the all_gather on the one-shot all-reduce's
+// schedule, and two variants (yardsticks). Every output is checked after its timing (rank r's input elements
+// are all r + 1): a wrong one, or a kernel that gave up waiting (5 s without progress), ends the run with
+// exit status 1.
 //
 // Build from the repository root (an experiment swaps in its own copy of a kernel's .cu file):
 //   nvcc -std=c++17 -O3 -I. --expt-relaxed-constexpr -arch=sm_90 -o build/packet_kernel_bench \
 //     perf/packet_kernel_bench.cu native/algorithms/exchange_packet.cu \
-//     native/algorithms/allreduce_one_shot_packet.cu native/algorithms/kernel_launch.cc \
+//     native/algorithms/allreduce_one_shot_packet.cu native/algorithms/allreduce_two_shot_packet.cu \
+//     native/algorithms/kernel_launch.cc \
 //     native/algorithms/launch_record.cc native/algorithms/registry.cc native/collective_plans.cc \
 //     native/common/logging.cc native/common/env.cc
-// Run:  build/packet_kernel_bench NRANKS [MIN_BYTES [MAX_BYTES [BLOCKS]]]     (default 8 B-4 KB, 1 block)
+// Run:  build/packet_kernel_bench NRANKS [MIN_BYTES [MAX_BYTES [BLOCKS [COLLECTIVES]]]]
+// (default 8 B-4 KB, 1 block, every collective; COLLECTIVES a comma-separated list of the names below)
 // BENCH_TICKET=1 gives every call a ticket to publish, as eager calls have (step_sequence.cuh).
 #include <cuda_runtime.h>
 
@@ -167,9 +170,14 @@ ExchangeArgs exchangeCall(const std::string& collective, const Rank& rank, size_
   return args;
 }
 
-// The bytes one block moves per peer: the exchange's range, or the whole all-reduce message.
+// The bytes each rank's grid moves per peer in one step: the exchange's range, the whole one-shot
+// all-reduce or rooted message, or a two-shot schedule's segment (a rank's share, rounded up to words as
+// the launcher rounds it).
 size_t movedBytes(const std::string& collective, size_t bytes, int nranks) {
   if (collective == "all_reduce" || collective == "broadcast" || collective == "reduce") return bytes;
+  if (collective.find("two_shot") != std::string::npos)
+    return ((bytes + kPacketPayloadBytes - 1) / kPacketPayloadBytes + nranks - 1) / nranks *
+           kPacketPayloadBytes;
   return bytes / 2 / nranks * 2;
 }
 
@@ -181,13 +189,13 @@ std::string wrongOutput(const std::string& collective, const Rank& rank, size_t 
   const float sum = nranks * (nranks + 1) / 2.0f;
   size_t elements = 0;
   auto expected = [&](size_t i) -> float {
-    if (collective == "all_reduce" || collective == "reduce_scatter" || collective == "reduce") return sum;
+    if (collective.rfind("all_reduce", 0) == 0 || collective.rfind("reduce", 0) == 0) return sum;
     if (collective.rfind("all_gather", 0) == 0 || collective == "alltoall" || collective == "gather")
       return static_cast<float>(i / share + 1);  // range q came from rank q
     return 1.0f;                                 // broadcast, scatter: root 0's
   };
-  if (collective == "all_reduce" || collective == "broadcast") elements = count;
-  if (collective == "reduce") elements = r == 0 ? count : 0;
+  if (collective.rfind("all_reduce", 0) == 0 || collective == "broadcast") elements = count;
+  if (collective.rfind("reduce", 0) == 0 && collective != "reduce_scatter") elements = r == 0 ? count : 0;
   if (collective.rfind("all_gather", 0) == 0 || collective == "alltoall") elements = share * nranks;
   if (collective == "gather") elements = r == 0 ? share * nranks : 0;
   if (collective == "reduce_scatter" || collective == "scatter") elements = share;
@@ -214,6 +222,7 @@ int main(int argc, char** argv) {
   const int blocks = argc > 4 ? atoi(argv[4]) : 1;
   const char* ticketEnv = getenv("BENCH_TICKET");
   const uint64_t ticket = ticketEnv && atoi(ticketEnv) ? 1 : 0;
+  const std::string only = argc > 5 ? std::string(",") + argv[5] + "," : "";
   if (nranks < 2 || blocks < 1 || blocks > kMaxPacketBlocks || minBytes < 8 || maxBytes < minBytes) {
     fprintf(stderr, "need 2 or more ranks, 1-%d blocks and 8 <= MIN_BYTES <= MAX_BYTES\n", kMaxPacketBlocks);
     return 2;
@@ -277,6 +286,8 @@ int main(int argc, char** argv) {
       "collective", "bytes", "graph_us");
   const char* collectives[] = {"empty",
                                "all_reduce",
+                               "all_reduce_two_shot",
+                               "reduce_two_shot",
                                "all_gather",
                                "all_gather_lean",
                                "all_gather_lean_peer_order",
@@ -289,6 +300,7 @@ int main(int argc, char** argv) {
                                "scatter"};
   for (const char* name : collectives) {
     const std::string collective = name;
+    if (!only.empty() && only.find("," + collective + ",") == std::string::npos) continue;
     for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= 2) {
       const size_t moved = movedBytes(collective, bytes, nranks);
       if (moved == 0) continue;                              // less than an element per rank
@@ -302,14 +314,21 @@ int main(int argc, char** argv) {
           emptyKernel<<<blocks, kPacketThreads, 0, rank.stream>>>();
           return cudaGetLastError() == cudaSuccess ? Status::kSuccess : Status::kCudaError;
         }
-        if (collective == "all_reduce") {
-          AllReduceArgs args{rank.send,
-                             rank.recv,
-                             bytes / 2,
-                             DataType::kBfloat16,
-                             ReduceOp{BinaryOp::kSum, {false, false, nullptr, 0, 1}},
-                             ticket};
-          return launchAllReduceOneShotPacket(rank.comm, args, shape, rank.stream);
+        if (collective == "all_reduce" || collective == "all_reduce_two_shot") {
+          const AllReduceArgs args{rank.send,
+                                   rank.recv,
+                                   bytes / 2,
+                                   DataType::kBfloat16,
+                                   ReduceOp{BinaryOp::kSum, {false, false, nullptr, 0, 1}},
+                                   ticket};
+          return collective == "all_reduce"
+                     ? launchAllReduceOneShotPacket(rank.comm, args, shape, rank.stream)
+                     : launchAllReduceTwoShotPacket(rank.comm, args, shape, rank.stream);
+        }
+        if (collective == "reduce_two_shot") {
+          ExchangeArgs args = exchangeCall("reduce", rank, bytes, nranks);
+          args.ticket = ticket;
+          return launchReduceTwoShotPacket(rank.comm, args, shape, rank.stream);
         }
         if (collective.rfind("all_gather_lean", 0) == 0) {
           const ExchangeArgs args = exchangeCall("all_gather", rank, bytes, nranks);

@@ -39,10 +39,10 @@ def test_allreduce_forced_algorithm(variant: str, nranks: int) -> None:
 
 
 # Reductions over 10 ranks (the suites above stop at 8): the one-shot and two-shot all-reduces and the
-# packet exchange's reduce and reduce_scatter, every type and op, exact against NumPy. It also covers
-# perf/experiments/receive_batch, whose receive loads 8 senders at a time.
+# packet exchange's reduce and reduce_scatter, every type and op, exact against NumPy. A packet receive
+# polls its senders in windows of 4 (PacketStep::kSweepRanks): 10 ranks take three, the last one partial.
 @pytest.mark.gpu
-def test_reductions_over_more_ranks_than_a_receive_batch() -> None:
+def test_reductions_over_more_ranks_than_a_sweep() -> None:
     assert_all_passed(run_ranks(10, WORKER, "matrix"), ["matrix"], 10)
     collectives = ROOT / "tests" / "gpu" / "collectives_worker.py"
     assert_all_passed(run_ranks(10, collectives, "matrix"), ["matrix"], 10)

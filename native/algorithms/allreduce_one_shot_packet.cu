@@ -11,7 +11,7 @@ namespace {
 // Each round moves up to chunkWords words per block. Thread t handles the same words in the send
 // and the reduce loop, so an in-place call reads each input word before it overwrites it.
 template <typename T, typename Op>
-__global__ void __launch_bounds__(kPacketThreads)
+__global__ void __launch_bounds__(kPacketThreads, kPacketBlocksPerSm)
     allReduceOneShotPacketKernel(PacketComm comm, AllReduceArgs args, size_t chunkWords, int rounds,
                                  bool early) {
   enterKernel(early);

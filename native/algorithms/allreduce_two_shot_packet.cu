@@ -20,7 +20,7 @@ namespace {
 // rank hears from every peer. Thread t handles the same (segment, word) pairs in every loop, so in-place
 // calls are safe.
 template <typename Name, typename T, typename Op>
-__global__ void __launch_bounds__(kPacketThreads)
+__global__ void __launch_bounds__(kPacketThreads, kPacketBlocksPerSm)
     twoShotPacketKernel(PacketComm comm, AllReduceArgs args, int root, size_t segmentWords, size_t chunkWords,
                         int rounds, bool early) {
   constexpr bool kRooted = isRooted(Name::kCollective);
@@ -69,35 +69,27 @@ __global__ void __launch_bounds__(kPacketThreads)
       }
     }
 
+    // The peers' reduced segments: every rank stores them at an all-reduce, the root alone at a reduce.
+    auto storeReduced = [&](size_t i) {
+      gather.receiveFromPeers(
+          i, [&](int peer) { return i < wordsIn(peer, offset); },
+          [&](int peer, uint2 bits) { io.store(peer * segmentWords + offset + i, bits); });
+    };
     if constexpr (!kRooted) {
-      for (int k = 1; k < nranks; ++k) {
-        const int peer = peerAfter(me, k, nranks);
-        const size_t n = wordsIn(peer, offset);
-        for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
-          uint2 bits;
-          if (gather.receive(peer, i, &bits)) io.store(peer * segmentWords + offset + i, bits);
-        }
-      }
+      for (size_t i = threadIdx.x; i < chunkWords; i += blockDim.x) storeReduced(i);
       continue;
     }
-    uint2 unused;
-    if (mine == 0 && threadIdx.x == 0)
-      for (int k = 1; k < nranks; ++k) scatter.receive(peerBefore(me, k, nranks), 0, &unused);
+    if (mine == 0) scatter.receiveTokens([](int) { return true; });
     __syncthreads();  // a token certifies the whole block's step 1
     if (threadIdx.x == 0)
       for (int k = 1; k < nranks; ++k) {
         const int peer = peerAfter(me, k, nranks);
         if (peer != root || mine == 0) gather.send(peer, 0, token);
       }
-    for (int k = 1; k < nranks; ++k) {
-      const int peer = peerBefore(me, k, nranks);
-      const size_t n = me == root ? wordsIn(peer, offset) : 0;
-      for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
-        uint2 bits;
-        if (gather.receive(peer, i, &bits)) io.store(peer * segmentWords + offset + i, bits);
-      }
-      if (n == 0 && threadIdx.x == 0) gather.receive(peer, 0, &unused);
-    }
+    if (me == root)
+      for (size_t i = threadIdx.x; i < chunkWords; i += blockDim.x) storeReduced(i);
+    // Tokens: every peer's at the other ranks, those with no words' at the root.
+    gather.receiveTokens([&](int peer) { return me != root || wordsIn(peer, offset) == 0; });
   }
   endSteps(comm.steps, base, 2ull * rounds, args.ticket);
 }

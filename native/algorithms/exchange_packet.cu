@@ -14,11 +14,11 @@ namespace {
 // Every step, every rank sends at least one packet to every peer (data, or a token when it has
 // none for that peer) and waits for one from every peer. That keeps the scratch reuse argument of
 // packet_layout.h true for rooted collectives too: no rank can run two steps ahead of any other.
-// Both loops go word by word, each word to or from every peer in turn, the received ones in rank order
-// with this rank's own in its place, as the one-shot all-reduce does. Thread t handles the same words of
-// every range in both loops, so in-place calls read each word before they overwrite it.
+// Both loops go word by word, each word to or from every peer (received ones polled together, stored or
+// reduced in rank order, PacketStep). Thread t handles the same words of every range in both loops, so
+// in-place calls read each word before they overwrite it.
 template <typename Name, typename T, typename Op, bool kReduce, bool kRoot>
-__global__ void __launch_bounds__(kPacketThreads)
+__global__ void __launch_bounds__(kPacketThreads, kPacketBlocksPerSm)
     exchangePacketKernel(PacketComm comm, ExchangeArgs args, size_t chunkWords, int rounds, bool early) {
   // The peer sets are compile-time constants, so that each kernel holds only the loops of its own flow:
   // the same schedule with them read at run time is 15-25% slower at 4 and 8 ranks
@@ -79,18 +79,17 @@ __global__ void __launch_bounds__(kPacketThreads)
       }
     } else if constexpr (!kReduce && kRecvFrom == PeerSet::kAll) {
       // all_gather, alltoall, gather's root: each also sends to itself, so its own range is copied.
-      for (size_t i = threadIdx.x; i < n; i += blockDim.x)
-        for (int sender = 0; sender < nranks; ++sender) {
-          uint2 bits;
-          if (sender == me) {
-            if (own == ownOut) continue;  // in place: already there
-            bits = loadWord<T>(own, first + i, args.rangeBytes, aligned(own));
-          } else if (!step.receive(sender, i, &bits)) {
-            break;
-          }
-          char* range = dst + sender * args.dstStride;
-          storeWord<T>(range, first + i, args.rangeBytes, aligned(range), bits);
-        }
+      for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
+        if (own != ownOut)  // in place: already there
+          storeWord<T>(ownOut, first + i, args.rangeBytes, aligned(ownOut),
+                       loadWord<T>(own, first + i, args.rangeBytes, aligned(own)));
+        step.receiveFromPeers(
+            i, [](int) { return true; },
+            [&](int sender, uint2 bits) {
+              char* range = dst + sender * args.dstStride;
+              storeWord<T>(range, first + i, args.rangeBytes, aligned(range), bits);
+            });
+      }
     } else if constexpr (kRecvFrom == PeerSet::kRoot && kRoot) {
       if (own != ownOut)
         for (size_t i = threadIdx.x; i < n; i += blockDim.x)
@@ -104,12 +103,8 @@ __global__ void __launch_bounds__(kPacketThreads)
           storeWord<T>(range, first + i, args.rangeBytes, aligned(range), bits);
       }
     }
-    if (threadIdx.x == 0 && (n == 0 || kRecvFrom != PeerSet::kAll))
-      for (int k = 1; k < nranks; ++k) {
-        const int peer = peerBefore(me, k, nranks);
-        uint2 token;
-        if (n == 0 || !peerSetHas(kRecvFrom, peer, root)) step.receive(peer, 0, &token);
-      }
+    if (n == 0 || kRecvFrom != PeerSet::kAll)
+      step.receiveTokens([&](int peer) { return n == 0 || !peerSetHas(kRecvFrom, peer, root); });
   }
   endSteps(comm.steps, base, rounds, args.ticket);
 }

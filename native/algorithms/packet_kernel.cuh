@@ -68,6 +68,9 @@ class AllReduceWords {
 // certify that the whole block finished the step before.
 class PacketStep {
  public:
+  // Senders whose words one sweep of receiveEach polls together, in registers.
+  static constexpr int kSweepRanks = 4;
+
   __device__ PacketStep(const PacketComm& comm, BoundedWait& wait, uint32_t flag)
       : comm_(comm), wait_(wait), flag_(flag) {}
 
@@ -86,18 +89,92 @@ class PacketStep {
     return wait_.load(packetSlot(comm_, comm_.localScratch, flag_, peer) + i, flag_, bits, peer);
   }
 
+  // Word i from each sender in `senders` (bit k: rank first + k, k < n), into words[k]; false when one
+  // never came. Each sweep loads every word not there yet before it tests any, so the words that have
+  // landed cost one memory round trip together, where waiting for one sender after another pays one each.
+  // The loops stop at the window's n ranks, so that a small communicator's sweep stays short.
+  __device__ __forceinline__ bool receiveEach(int first, int n, unsigned senders, size_t i,
+                                              uint2 (&words)[kSweepRanks]) {
+    const LLPacket* slot = packetSlot(comm_, comm_.localScratch, flag_, first) + i;
+    while (senders != 0) {
+      uint32_t flags[kSweepRanks][2];
+#pragma unroll
+      for (int k = 0; k < kSweepRanks && k < n; ++k)
+        if (senders & (1u << k)) llLoad(slot + k * comm_.slotPackets, &words[k], flags[k]);
+#pragma unroll
+      for (int k = 0; k < kSweepRanks && k < n; ++k)
+        if ((senders & (1u << k)) && llCarries(flags[k], flag_)) senders &= ~(1u << k);
+      if (senders != 0 && wait_.giveUp(first + __ffs(senders) - 1)) return false;
+    }
+    wait_.progressed();
+    return true;
+  }
+
+  // Word i from every peer for which sends(peer) holds, each handed to take(peer, bits) in rank order;
+  // false when one never came.
+  template <typename Sends, typename Take>
+  __device__ __forceinline__ bool receiveFromPeers(size_t i, Sends sends, Take take) {
+    if (comm_.nranks == 2) {  // one peer: nothing to overlap, and a plain wait polls fastest
+      const int peer = 1 - comm_.rank;
+      uint2 bits;
+      if (!sends(peer)) return true;
+      if (!receive(peer, i, &bits)) return false;
+      take(peer, bits);
+      return true;
+    }
+    for (int first = 0; first < comm_.nranks; first += kSweepRanks) {
+      const int n = min(kSweepRanks, comm_.nranks - first);
+      unsigned senders = 0;
+#pragma unroll
+      for (int k = 0; k < kSweepRanks && k < n; ++k)
+        if (first + k != comm_.rank && sends(first + k)) senders |= 1u << k;
+      uint2 words[kSweepRanks];
+      if (!receiveEach(first, n, senders, i, words)) return false;
+#pragma unroll
+      for (int k = 0; k < kSweepRanks && k < n; ++k)
+        if (senders & (1u << k)) take(first + k, words[k]);
+    }
+    return true;
+  }
+
+  // The tokens of the peers for which expects(peer) holds: thread t waits for rank t's, so that the
+  // waits overlap without holding a word per peer in any thread. The block's next __syncthreads ends them.
+  template <typename Expects>
+  __device__ __forceinline__ void receiveTokens(Expects expects) {
+    for (int peer = threadIdx.x; peer < comm_.nranks; peer += blockDim.x) {
+      uint2 token;
+      if (peer != comm_.rank && expects(peer)) receive(peer, 0, &token);
+    }
+  }
+
   // Word i reduced over every rank in rank order (so every rank computes the same bits): `mine` for
   // this rank, each peer's received. False when a peer's word never came; *out is then unset.
   template <typename T, typename Op>
   __device__ __forceinline__ bool receiveReduce(size_t i, uint2 mine, int postDivisor, uint2* out) {
     WordReduction<T, Op> reduction;
-    for (int sender = 0; sender < comm_.nranks; ++sender) {
-      uint2 bits = mine;
-      if (sender != comm_.rank && !receive(sender, i, &bits)) return false;
-      if (sender == 0)
-        reduction.first(bits);
-      else
-        reduction.add(bits);
+    if (comm_.nranks == 2) {  // see receiveFromPeers
+      uint2 theirs;
+      if (!receive(1 - comm_.rank, i, &theirs)) return false;
+      reduction.first(comm_.rank == 0 ? mine : theirs);
+      reduction.add(comm_.rank == 0 ? theirs : mine);
+      *out = reduction.result(postDivisor);
+      return true;
+    }
+    for (int first = 0; first < comm_.nranks; first += kSweepRanks) {
+      const int n = min(kSweepRanks, comm_.nranks - first);
+      unsigned senders = (1u << n) - 1;
+      if (comm_.rank >= first && comm_.rank < first + n) senders &= ~(1u << (comm_.rank - first));
+      uint2 words[kSweepRanks];
+      if (!receiveEach(first, n, senders, i, words)) return false;
+#pragma unroll
+      for (int k = 0; k < kSweepRanks && k < n; ++k) {
+        const int sender = first + k;
+        const uint2 bits = sender == comm_.rank ? mine : words[k];
+        if (sender == 0)
+          reduction.first(bits);
+        else
+          reduction.add(bits);
+      }
     }
     *out = reduction.result(postDivisor);
     return true;

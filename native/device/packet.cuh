@@ -23,15 +23,24 @@ __device__ __forceinline__ void llStore(LLPacket* dst, uint2 payload, uint32_t f
                : "memory");
 }
 
-// Returns true and the payload once the packet at `src` carries `flag`.
-__device__ __forceinline__ bool llTryLoad(const LLPacket* src, uint32_t flag, uint2* payload) {
-  uint32_t d0, f0, d1, f1;
+// The packet at `src` as it is now: its payload and its two flags.
+__device__ __forceinline__ void llLoad(const LLPacket* src, uint2* payload, uint32_t (&flags)[2]) {
   asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(d0), "=r"(f0), "=r"(d1), "=r"(f1)
+               : "=r"(payload->x), "=r"(flags[0]), "=r"(payload->y), "=r"(flags[1])
                : "l"(src)
                : "memory");
-  *payload = make_uint2(d0, d1);
-  return f0 == flag && f1 == flag;
+}
+
+// Whether a packet loaded with these flags carries the word of `flag`.
+__device__ __forceinline__ bool llCarries(const uint32_t (&flags)[2], uint32_t flag) {
+  return flags[0] == flag && flags[1] == flag;
+}
+
+// Returns true and the payload once the packet at `src` carries `flag`.
+__device__ __forceinline__ bool llTryLoad(const LLPacket* src, uint32_t flag, uint2* payload) {
+  uint32_t flags[2];
+  llLoad(src, payload, flags);
+  return llCarries(flags, flag);
 }
 
 }  // namespace mscclpp_nccl

@@ -3,8 +3,8 @@
 # root:  bash perf/experiments/exchange_latency/run.sh OUTDIR [PATCH...]
 # Builds perf/packet_kernel_bench.cu against the kernels as they are (baseline) and with each patch named
 # (default: every patch here, and all of them together), then runs every build at 2, 4 and 8 ranks,
-# twice, interleaved, 8 B-4 KB on one block; last, the table of compare.py. Each bench checks its outputs
-# and exits 1 on a wrong one.
+# twice, interleaved, 8 B-4 KB on one block; last, the table of perf/packet_bench_compare.py. Each bench
+# checks its outputs and exits 1 on a wrong one.
 set -u
 here=perf/experiments/exchange_latency
 out=${1:?usage: run.sh OUTDIR}
@@ -40,4 +40,4 @@ for n in 2 4 8; do
     done
   done
 done
-python3 "$here/compare.py" "$out"
+python3 perf/packet_bench_compare.py "$out"
