@@ -25,7 +25,7 @@ constexpr int kPacketThreads = 512;
 // beside it in its share of the SMs at one block an SM, but two communicators of the same ranks may run
 // kernels at once (the all-reduce suite's two_comms), which takes two: at most 64 registers a thread. The
 // kernels that receive through PacketStep declare it, so that its sweeps spill rather than deadlock; the
-// send/recv kernel stays under it as written (44-50 registers).
+// send/recv kernel stays under it as written (40-50 registers).
 constexpr int kPacketBlocksPerSm = 2;
 
 struct PacketComm {
