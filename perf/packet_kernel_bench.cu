@@ -19,6 +19,9 @@
 // Run:  build/packet_kernel_bench NRANKS [MIN_BYTES [MAX_BYTES [BLOCKS [COLLECTIVES]]]]
 // (default 8 B-4 KB, 1 block, every collective; COLLECTIVES a comma-separated list of the names below)
 // BENCH_TICKET=1 gives every call a ticket to publish, as eager calls have (step_sequence.cuh).
+// BENCH_SLOT_PACKETS sets each block's slot per sender (default 2048; the library's at 8 ranks is 1024),
+// BENCH_EARLY_BLOCKS the largest grid launched early (default: every grid; the library's is its share of
+// the SMs over two, 8 at 8 ranks on one H200): the library's conditions, for a gap between the two.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -48,7 +51,12 @@ using namespace mscclpp_nccl;
 
 namespace {
 
-constexpr size_t kSlotPackets = 2048;  // what the library sizes each block's slot per sender at
+// A positive integer from the environment variable `name`, or `fallback`.
+size_t envCount(const char* name, size_t fallback) {
+  const char* text = getenv(name);
+  const long long value = text ? atoll(text) : 0;
+  return value > 0 ? static_cast<size_t>(value) : fallback;
+}
 constexpr int kCallsPerGraph = 20, kReplays = 20;
 
 __global__ void emptyKernel() {}
@@ -213,15 +221,16 @@ std::string wrongOutput(const std::string& collective, const Rank& rank, size_t 
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s NRANKS [MIN_BYTES [MAX_BYTES [BLOCKS]]]\n", argv[0]);
+    fprintf(stderr, "usage: %s NRANKS [MIN_BYTES [MAX_BYTES [BLOCKS [COLLECTIVES]]]]\n", argv[0]);
     return 2;
   }
   const int nranks = atoi(argv[1]);
   const size_t minBytes = argc > 2 ? strtoull(argv[2], nullptr, 0) : 8;
   const size_t maxBytes = argc > 3 ? strtoull(argv[3], nullptr, 0) : 4096;
   const int blocks = argc > 4 ? atoi(argv[4]) : 1;
-  const char* ticketEnv = getenv("BENCH_TICKET");
-  const uint64_t ticket = ticketEnv && atoi(ticketEnv) ? 1 : 0;
+  const uint64_t ticket = envCount("BENCH_TICKET", 0) ? 1 : 0;
+  const size_t slotPackets = envCount("BENCH_SLOT_PACKETS", 2048);
+  const int earlyBlocks = static_cast<int>(envCount("BENCH_EARLY_BLOCKS", kMaxPacketBlocks));
   const std::string only = argc > 5 ? std::string(",") + argv[5] + "," : "";
   if (nranks < 2 || blocks < 1 || blocks > kMaxPacketBlocks || minBytes < 8 || maxBytes < minBytes) {
     fprintf(stderr, "need 2 or more ranks, 1-%d blocks and 8 <= MIN_BYTES <= MAX_BYTES\n", kMaxPacketBlocks);
@@ -231,7 +240,7 @@ int main(int argc, char** argv) {
 
   std::vector<Rank> ranks(nranks);
   std::vector<void*> scratch(nranks);
-  const size_t scratchBytes = packetScratchBytes(nranks, kSlotPackets);
+  const size_t scratchBytes = packetScratchBytes(nranks, slotPackets);
   for (void*& s : scratch) {
     CHECK_CUDA(cudaMalloc(&s, scratchBytes));
     CHECK_CUDA(cudaMemset(s, 0, scratchBytes));
@@ -253,7 +262,7 @@ int main(int argc, char** argv) {
     comm.nranks = nranks;
     comm.localScratch = scratch[r];
     comm.peerScratch = peerTable;
-    comm.slotPackets = kSlotPackets;
+    comm.slotPackets = slotPackets;
     comm.steps.value = counters;
     comm.steps.blocksDone = reinterpret_cast<unsigned*>(counters + kMaxPacketBlocks);
     comm.steps.ticket = counters + kMaxPacketBlocks + 1;
@@ -281,9 +290,9 @@ int main(int argc, char** argv) {
 
   printf(
       "# packet_kernel_bench: %d ranks in one process, bf16 sum, %d block(s) x %d threads, %d calls a "
-      "graph x %d replays%s\n#%15s %12s %12s\n",
+      "graph x %d replays%s, %zu-packet slots, grids of up to %d blocks launched early\n#%15s %12s %12s\n",
       nranks, blocks, kPacketThreads, kCallsPerGraph, kReplays, ticket ? ", tickets published" : "",
-      "collective", "bytes", "graph_us");
+      slotPackets, earlyBlocks, "collective", "bytes", "graph_us");
   const char* collectives[] = {"empty",
                                "all_reduce",
                                "all_reduce_two_shot",
@@ -307,8 +316,8 @@ int main(int argc, char** argv) {
       if (collective == "empty" && bytes > minBytes) break;  // one size says it
       const size_t words = (moved + kPacketPayloadBytes - 1) / kPacketPayloadBytes;
       const size_t perBlock = (words + blocks - 1) / blocks * kPacketPayloadBytes;
-      if (perBlock > kSlotPackets * kPacketPayloadBytes) break;  // more than one step: not this bench's
-      const LaunchShape shape{blocks, kPacketThreads, perBlock, true, true};
+      if (perBlock > slotPackets * kPacketPayloadBytes) break;  // more than one step: not this bench's
+      const LaunchShape shape{blocks, kPacketThreads, perBlock, blocks <= earlyBlocks, true};
       auto call = [&](Rank& rank) -> Status {
         if (collective == "empty") {
           emptyKernel<<<blocks, kPacketThreads, 0, rank.stream>>>();
