@@ -9,7 +9,8 @@
 // are all r + 1): a wrong one, or a kernel that gave up waiting (5 s without progress), ends the run with
 // exit status 1.
 //
-// Build from the repository root (an experiment swaps in its own copy of a kernel's .cu file):
+// Build from the repository root (perf/build_packet_bench.sh runs this command, for an experiment's
+// patched copy of native/ too):
 //   nvcc -std=c++17 -O3 -I. --expt-relaxed-constexpr -arch=sm_90 -o build/packet_kernel_bench \
 //     perf/packet_kernel_bench.cu native/algorithms/exchange_packet.cu \
 //     native/algorithms/allreduce_one_shot_packet.cu native/algorithms/allreduce_two_shot_packet.cu \

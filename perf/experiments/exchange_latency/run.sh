@@ -14,10 +14,7 @@ build() {  # NAME PATCH...: a copy of native/ with the patches applied, and the 
   shift
   rm -rf "$dir" && mkdir -p "$dir" && cp -r native "$dir/"
   for patch in "$@"; do patch -s -d "$dir" -p1 < "$here/$patch.patch" || return 1; done
-  nvcc -std=c++17 -O3 -I"$dir" -I. --expt-relaxed-constexpr -arch=sm_90 -o "$out/bench_$name" \
-    perf/packet_kernel_bench.cu "$dir"/native/algorithms/{exchange_packet.cu,allreduce_one_shot_packet.cu} \
-    "$dir"/native/algorithms/{kernel_launch.cc,launch_record.cc,registry.cc} "$dir"/native/collective_plans.cc \
-    "$dir"/native/common/{logging.cc,env.cc} > "$out/build_$name.log" 2>&1
+  bash perf/build_packet_bench.sh "$out/bench_$name" "$dir" > "$out/build_$name.log" 2>&1
 }
 shift
 patches=("$@")

@@ -30,11 +30,7 @@ build() {  # NAME=SPEC: a copy of native/ as the spec says, and the bench on it
     sed -i 's/__launch_bounds__(kPacketThreads, kPacketBlocksPerSm)/__launch_bounds__(kPacketThreads)/' \
       "$dir"/native/algorithms/*.cu ;;
   esac
-  nvcc -std=c++17 -O3 -I"$dir" -I. --expt-relaxed-constexpr -arch=sm_90 -o "$out/bench_$name" \
-    perf/packet_kernel_bench.cu \
-    "$dir"/native/algorithms/{exchange_packet.cu,allreduce_one_shot_packet.cu,allreduce_two_shot_packet.cu} \
-    "$dir"/native/algorithms/{kernel_launch.cc,launch_record.cc,registry.cc} "$dir"/native/collective_plans.cc \
-    "$dir"/native/common/{logging.cc,env.cc} > "$out/build_$name.log" 2>&1
+  bash perf/build_packet_bench.sh "$out/bench_$name" "$dir" > "$out/build_$name.log" 2>&1
 }
 for spec in "${specs[@]}"; do build "$spec" & done
 wait

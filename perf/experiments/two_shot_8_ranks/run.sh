@@ -8,10 +8,7 @@ lib=$PWD/mscclpp_nccl/lib C=$logs/C && mkdir -p "$C"
 started=$SECONDS
 # 1. The packet bench under the library's conditions, one at a time: 1024-packet slots, grids of up to 8
 #    blocks launched early, tickets. Two-shot all-reduce and reduce on 2, 8 and 16 blocks, 16 KB-256 KB.
-nvcc -std=c++17 -O3 -I. --expt-relaxed-constexpr -arch=sm_90 -o build/packet_kernel_bench \
-  perf/packet_kernel_bench.cu native/algorithms/{exchange_packet.cu,allreduce_one_shot_packet.cu} \
-  native/algorithms/{allreduce_two_shot_packet.cu,kernel_launch.cc,launch_record.cc,registry.cc} \
-  native/collective_plans.cc native/common/{logging.cc,env.cc} > "$logs/bench_build.log" 2>&1
+bash perf/build_packet_bench.sh build/packet_kernel_bench > "$logs/bench_build.log" 2>&1
 for cond in plain BENCH_SLOT_PACKETS=1024 BENCH_EARLY_BLOCKS=8 BENCH_TICKET=1 \
   "BENCH_SLOT_PACKETS=1024 BENCH_EARLY_BLOCKS=8 BENCH_TICKET=1"; do
   for blocks in 2 8 16; do
