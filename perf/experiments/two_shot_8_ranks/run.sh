@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # The two_shot_8_ranks experiment (README.md beside this file), on the GPU machine, from the repository
 # root, carrying mscclpp_nccl/lib and .devkit:  bash perf/experiments/two_shot_8_ranks/run.sh
-# About 5 minutes. Summary in $OUT/two_shot_8_ranks.txt, logs in $OUT/two_shot_8_ranks.tgz.
+# About 5 minutes (SKIP_BENCH=1: only the library part, about 3). Summary in $OUT/two_shot_8_ranks.txt, logs in $OUT/two_shot_8_ranks.tgz.
 logs=/tmp/two_shot_8_ranks
 source perf/device_preamble.sh
 lib=$PWD/mscclpp_nccl/lib C=$logs/C && mkdir -p "$C"
 started=$SECONDS
 # 1. The packet bench under the library's conditions, one at a time: 1024-packet slots, grids of up to 8
 #    blocks launched early, tickets. Two-shot all-reduce and reduce on 2, 8 and 16 blocks, 16 KB-256 KB.
-bash perf/build_packet_bench.sh build/packet_kernel_bench > "$logs/bench_build.log" 2>&1
-for cond in plain BENCH_SLOT_PACKETS=1024 BENCH_EARLY_BLOCKS=8 BENCH_TICKET=1 \
+[ "${SKIP_BENCH:-0}" = 1 ] || bash perf/build_packet_bench.sh build/packet_kernel_bench > "$logs/bench_build.log" 2>&1
+[ "${SKIP_BENCH:-0}" = 1 ] || for cond in plain BENCH_SLOT_PACKETS=1024 BENCH_EARLY_BLOCKS=8 BENCH_TICKET=1 \
   "BENCH_SLOT_PACKETS=1024 BENCH_EARLY_BLOCKS=8 BENCH_TICKET=1"; do
   for blocks in 2 8 16; do
     tag=$(echo "$cond" | tr ' =' '_-')_$blocks
@@ -19,10 +19,11 @@ for cond in plain BENCH_SLOT_PACKETS=1024 BENCH_EARLY_BLOCKS=8 BENCH_TICKET=1 \
 done
 echo "bench: $((SECONDS - started))s"
 # 2. The library at 8 ranks, 16 KB-1 MB: the table, the one-shot schedules forced on 16 blocks, the two-shot
-#    ones on 8 and 16, and the table without early launch.
+#    ones on 8 and 16, and the table without early launch. (Session 20's first run lacked the timer's build.)
+nvcc -O2 -I shim -o build/nccl_timer perf/nccl_timer.cu -L mscclpp_nccl/lib -l:libnccl.so.2 || exit 1
 bash perf/time_split.sh "$C" table "$lib" 8 reduce,all_reduce 16384 1048576
 bash perf/time_split.sh "$C" no_early "$lib" 8 reduce,all_reduce 16384 1048576 MSCCLPP_NCCL_EARLY_LAUNCH=0
-for cfg in reduce=exchange_packet/16 reduce=reduce_two_shot_packet/8 reduce=reduce_two_shot_packet/16 \
+for cfg in reduce=exchange_packet/8 reduce=exchange_packet/16 reduce=reduce_two_shot_packet/8 reduce=reduce_two_shot_packet/16 \
   all_reduce=allreduce_one_shot_packet/16 all_reduce=allreduce_two_shot_packet/8 \
   all_reduce=allreduce_two_shot_packet/16; do
   label=$(echo "${cfg#*=}" | tr / _)
@@ -34,6 +35,7 @@ echo "library: $((SECONDS - started))s"
     printf "%-60s %s\n" "$(basename "$f" .txt)" "$(awk '!/^#/ && NF == 3 {printf "%s/%dK:%s ", $1, $2 / 1024, $3}' "$f")"
   done
   for f in "$C"/*_8.txt; do
+    case $(basename "$f") in bench_*) continue ;; esac
     printf "%-44s %s\n" "$(basename "$f" .txt)" \
       "$(awk '!/^#/ {printf "%dK:%s/%s ", $1 / 1024, $3, $2}' "$f")"
   done
