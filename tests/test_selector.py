@@ -237,23 +237,35 @@ def test_shipped_table_at_8_ranks(driver: Path) -> None:
 
 
 def test_shipped_table_reduce_at_8_ranks(driver: Path) -> None:
-    """At 8 ranks reduce takes the two-shot packet schedule between 128 KB and 1 MB (the chunked
-    exchange was level with stock NCCL at 256 KB in session 16's run 4, and took 23.9 us in graphs at 1 MB
+    """At 8 ranks reduce takes the one-step packet exchange up to 256 KB (since session 19's receive sweep
+    it beats the two-shot there: 10.1 / 13.1 us graph / eager on 16 blocks against 11.3 / 14.6; session
+    20's run 2), the two-shot packet schedule to 1 MB (the chunked exchange took 23.9 us in graphs at 1 MB
     against the two-shot's 19.3 in session 18's run 4), on the all-reduce's default grid: a block per 512
     words of the segment each rank reduces."""
     queries = [
         "reduce 2 131072",
-        "reduce 2 131073",
         "reduce 2 262144",
+        "reduce 2 262145",
+        "reduce 2 524288",
         "reduce 2 1048576",
         "reduce 2 1048577",
     ]
     got = choose(driver, COMMS[8], queries, str(SHIPPED))
-    assert [c.algorithm for c in got] == ["exchange_packet"] + ["reduce_two_shot_packet"] * 3 + [
+    assert [c.algorithm for c in got] == ["exchange_packet"] * 2 + ["reduce_two_shot_packet"] * 3 + [
         "exchange_chunked"
     ]
-    two_shot = got[2]
-    assert (two_shot.blocks, two_shot.threads, two_shot.chunk_bytes) == (8, 512, 4096), two_shot
+    assert got[1].blocks == 16, got[1]
+    two_shot = got[3]
+    assert (two_shot.blocks, two_shot.threads, two_shot.chunk_bytes) == (16, 512, 4096), two_shot
+
+
+def test_shipped_table_all_reduce_at_8_ranks(driver: Path) -> None:
+    """At 8 ranks all_reduce stays one-shot to 64 KB, on 16 blocks there (7.1 / 9.6 us graph / eager
+    against the two-shot's 11.1 / 14.5; session 20's run 2), then takes two-shot packets."""
+    queries = ["all_reduce 2 32768", "all_reduce 2 65536", "all_reduce 2 65537", "all_reduce 2 2097152"]
+    got = choose(driver, COMMS[8], queries, str(SHIPPED))
+    assert [c.algorithm for c in got] == ["allreduce_one_shot_packet"] * 2 + ["allreduce_two_shot_packet"] * 2
+    assert got[1].blocks == 16, got[1]
 
 
 def test_shipped_table_rooted_at_4_ranks(driver: Path) -> None:
