@@ -4,11 +4,16 @@
 // many back-to-back calls, the stream drained between kinds: host time per call (until the last call
 // returns), and drained time per call (until the stream is idle), which is the GPU's pace where it
 // exceeds the host's. Run alone or under MPS beside other processes (the GPU's pace is then shared).
-// Build: nvcc -O2 -o build/launch_cost_bench perf/launch_cost_bench.cu
+// Then a kernel that runs 2 us, as a small collective does, entering and leaving as the library's do:
+// plainly, launched early (waiting for the previous kernel, then letting the next start), and early with
+// an eager call's ticket at its end (native/device/step_sequence.cuh); eagerly and as graphs of 20 calls.
+// Its drained time per call less 2 us is what the GPU spends between two kernels of one stream.
+// Build: nvcc -O2 -arch=sm_90 -o build/launch_cost_bench perf/launch_cost_bench.cu
 #include <cuda_runtime.h>
 
 #include <chrono>
 #include <cstdio>
+#include <string>
 
 struct Small {
   long words[8];
@@ -22,6 +27,31 @@ __global__ void smallKernel(Small s) {
 }
 __global__ void largeKernel(Large l) {
   if (l.words[0] == 42 && threadIdx.x == 1000) printf("never\n");
+}
+
+// Runs `ns` nanoseconds on one block. `early`: enters as native/device/dependent_launch.cuh does;
+// `ticket`: publishes a ticket at the end as step_sequence.cuh's endCall does (fence, count, fence, store).
+struct Spin {
+  long long ns;
+  int early, ticket;
+  unsigned* blocksDone;
+  unsigned long long* ticketWord;
+};
+__global__ void spinKernel(Spin s) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (s.early) asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  while (now - start < s.ns);
+  __syncthreads();
+  if (!s.ticket || threadIdx.x != 0) return;
+  __threadfence();
+  if (atomicAdd(s.blocksDone, 1u) != gridDim.x - 1) return;
+  *s.blocksDone = 0;
+  __threadfence();
+  *reinterpret_cast<volatile unsigned long long*>(s.ticketWord) = 1;
 }
 
 struct PerCall {
@@ -53,6 +83,9 @@ int main(int argc, char** argv) {
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   cudaEvent_t event;
   cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+  unsigned* counters = nullptr;  // blocks done, then the ticket word
+  cudaMalloc(&counters, 4 * sizeof(unsigned long long));
+  cudaMemset(counters, 0, 4 * sizeof(unsigned long long));
   Small s{};
   Large l{};
   cudaLaunchConfig_t config = {};
@@ -80,6 +113,23 @@ int main(int argc, char** argv) {
       cudaEventRecord(event, stream);
     });
     report("event record alone", stream, calls, [&] { cudaEventRecord(event, stream); });
+    for (int kind = 0; kind < 3; ++kind) {
+      Spin spin{2000, kind > 0, kind > 1, counters, reinterpret_cast<unsigned long long*>(counters + 2)};
+      static const char* names[] = {"spin 2 us, plain", "spin 2 us, early", "spin 2 us, early, ticket"};
+      auto call = [&] { launch(spinKernel, spin, kind > 0, 512); };
+      report(names[kind], stream, calls / 10, call);
+      cudaGraph_t graph;  // the same 20 calls captured, as a graph replay runs them
+      cudaGraphExec_t exec;
+      cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+      for (int i = 0; i < 20; ++i) call();
+      cudaStreamEndCapture(stream, &graph);
+      cudaGraphInstantiate(&exec, graph, 0);
+      PerCall t = perCall(stream, calls / 200, [&] { cudaGraphLaunch(exec, stream); });
+      printf("  %-32s %6.2f %8.2f\n", (std::string(names[kind]) + ", graph").c_str(), t.hostUs / 20,
+             t.drainedUs / 20);
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+    }
   }
   return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }
