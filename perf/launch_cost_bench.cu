@@ -8,7 +8,11 @@
 // plainly, launched early (waiting for the previous kernel, then letting the next start), and early with
 // an eager call's ticket at its end (native/device/step_sequence.cuh); eagerly and as graphs of 20 calls.
 // Its drained time per call less 2 us is what the GPU spends between two kernels of one stream.
+// And the early launch through the driver's cuLaunchKernelEx, with the kernel's CUfunction looked up
+// once, against the runtime's cudaLaunchKernelEx, which is handed the kernel's host address each call.
 // Build: nvcc -O2 -arch=sm_90 -o build/launch_cost_bench perf/launch_cost_bench.cu
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -101,6 +105,27 @@ int main(int argc, char** argv) {
     config.numAttrs = withEarly ? 1 : 0;
     cudaLaunchKernelEx(&config, kernel, param);
   };
+  // The driver's launch, with the kernel's handle and the attribute set up once.
+  PFN_cuLaunchKernelEx_v11060 driverLaunch = nullptr;
+  cudaDriverEntryPointQueryResult found;
+  cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", reinterpret_cast<void**>(&driverLaunch), 11060,
+                                   cudaEnableDefault, &found);
+  cudaFunction_t smallFunction = nullptr;
+  cudaGetFuncBySymbol(&smallFunction, reinterpret_cast<const void*>(smallKernel));
+  CUlaunchAttribute driverEarly = {};
+  driverEarly.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  driverEarly.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig driverConfig = {};
+  driverConfig.gridDimX = driverConfig.gridDimY = driverConfig.gridDimZ = 1;
+  driverConfig.blockDimY = driverConfig.blockDimZ = 1;
+  driverConfig.hStream = stream;
+  driverConfig.attrs = &driverEarly;
+  driverConfig.numAttrs = 1;
+  auto launchThroughDriver = [&](int threads) {
+    driverConfig.blockDimX = threads;
+    void* params[] = {&s};
+    driverLaunch(&driverConfig, reinterpret_cast<CUfunction>(smallFunction), params, nullptr);
+  };
   for (int pass = 0; pass < 2; ++pass) {
     printf("pass %d (us per call over %d calls: host, drained)\n", pass, calls);
     report("launch, 64 B parameter", stream, calls, [&] { launch(smallKernel, s, false); });
@@ -108,6 +133,10 @@ int main(int argc, char** argv) {
     report("launch, 64 B, early attribute", stream, calls, [&] { launch(smallKernel, s, true); });
     report("launch, 3 KiB, early attribute", stream, calls, [&] { launch(largeKernel, l, true); });
     report("launch, 64 B, early, 512 threads", stream, calls, [&] { launch(smallKernel, s, true, 512); });
+    if (driverLaunch != nullptr && smallFunction != nullptr) {
+      report("driver launch, 64 B, early", stream, calls, [&] { launchThroughDriver(32); });
+      report("driver launch, 64 B, early, 512 thr", stream, calls, [&] { launchThroughDriver(512); });
+    }
     report("launch 64 B + event record", stream, calls, [&] {
       launch(smallKernel, s, true);
       cudaEventRecord(event, stream);
