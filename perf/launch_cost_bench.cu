@@ -10,7 +10,7 @@
 // Its drained time per call less 2 us is what the GPU spends between two kernels of one stream.
 // And the early launch through the driver's cuLaunchKernelEx, with the kernel's CUfunction looked up
 // once, against the runtime's cudaLaunchKernelEx, which is handed the kernel's host address each call.
-// Build: nvcc -O2 -arch=sm_90 -o build/launch_cost_bench perf/launch_cost_bench.cu
+// Build: nvcc -O2 -arch=sm_90 -I. -o build/launch_cost_bench perf/launch_cost_bench.cu
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
@@ -18,6 +18,9 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+
+#include "native/device/dependent_launch.cuh"
+#include "native/device/step_sequence.cuh"
 
 struct Small {
   long words[8];
@@ -33,29 +36,22 @@ __global__ void largeKernel(Large l) {
   if (l.words[0] == 42 && threadIdx.x == 1000) printf("never\n");
 }
 
-// Runs `ns` nanoseconds on one block. `early`: enters as native/device/dependent_launch.cuh does;
-// `ticket`: publishes a ticket at the end as step_sequence.cuh's endCall does (fence, count, fence, store).
+// Runs `ns` nanoseconds on one block, entered and left with the library's own code: enterKernel(early)
+// (native/device/dependent_launch.cuh) and endCall (step_sequence.cuh), which publishes `ticket` if
+// nonzero.
 struct Spin {
   long long ns;
-  int early, ticket;
-  unsigned* blocksDone;
-  unsigned long long* ticketWord;
+  bool early;
+  uint64_t ticket;
+  mscclpp_nccl::StepCounter counter;
 };
 __global__ void spinKernel(Spin s) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (s.early) asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;" ::: "memory");
-#endif
+  mscclpp_nccl::enterKernel(s.early);
   long long start, now;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
   do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   while (now - start < s.ns);
-  __syncthreads();
-  if (!s.ticket || threadIdx.x != 0) return;
-  __threadfence();
-  if (atomicAdd(s.blocksDone, 1u) != gridDim.x - 1) return;
-  *s.blocksDone = 0;
-  __threadfence();
-  *reinterpret_cast<volatile unsigned long long*>(s.ticketWord) = 1;
+  mscclpp_nccl::endCall(s.counter, s.ticket);
 }
 
 struct PerCall {
@@ -87,9 +83,10 @@ int main(int argc, char** argv) {
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   cudaEvent_t event;
   cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
-  unsigned* counters = nullptr;  // blocks done, then the ticket word
-  cudaMalloc(&counters, 4 * sizeof(unsigned long long));
-  cudaMemset(counters, 0, 4 * sizeof(unsigned long long));
+  uint64_t* counters = nullptr;  // the spin kernel's blocks done, then its ticket word
+  cudaMalloc(&counters, 2 * sizeof(uint64_t));
+  cudaMemset(counters, 0, 2 * sizeof(uint64_t));
+  const mscclpp_nccl::StepCounter spinCounter{nullptr, reinterpret_cast<unsigned*>(counters), counters + 1};
   Small s{};
   Large l{};
   cudaLaunchConfig_t config = {};
@@ -143,7 +140,7 @@ int main(int argc, char** argv) {
     });
     report("event record alone", stream, calls, [&] { cudaEventRecord(event, stream); });
     for (int kind = 0; kind < 3; ++kind) {
-      Spin spin{2000, kind > 0, kind > 1, counters, reinterpret_cast<unsigned long long*>(counters + 2)};
+      const Spin spin{2000, kind > 0, kind > 1 ? 1u : 0u, spinCounter};
       static const char* names[] = {"spin 2 us, plain", "spin 2 us, early", "spin 2 us, early, ticket"};
       auto call = [&] { launch(spinKernel, spin, kind > 0, 512); };
       report(names[kind], stream, calls / 10, call);

@@ -3,7 +3,7 @@
 # library's are, eagerly and in graphs: alone, then 4 and 8 processes at once under MPS.
 logs=/tmp/s20_run6
 source perf/device_preamble.sh
-nvcc -O2 -arch=sm_90 -o build/launch_cost_bench perf/launch_cost_bench.cu || exit 1
+nvcc -O2 -arch=sm_90 -I. -o build/launch_cost_bench perf/launch_cost_bench.cu || exit 1
 timeout 60 build/launch_cost_bench > "$logs/alone.txt" 2>&1
 for n in 4 8; do
   for i in $(seq "$n"); do timeout 60 build/launch_cost_bench > "$logs/at_once_${n}_$i.txt" 2>&1 & done
