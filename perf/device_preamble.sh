@@ -5,7 +5,7 @@
 # daemon), makes $logs and build/, and sets what every run uses: PYTHONPATH, bounded waits, the shipped
 # tuning table. unpack_stock puts stock NCCL 2.30.7 (carried in .devkit/stock-nccl) in $STOCK_LIB;
 # check_stream_order, gpu_suites and pytorch_apps run the ordering check, the GPU test suites and the
-# applications that a change of device code needs; run_tests runs any others; side_by_side_all times
+# applications that a change of device code needs (device_code_checks runs them all); run_tests runs any others; side_by_side_all times
 # ours against stock; pack_logs packs $logs into $OUT/NAME.tgz, NAME the folder's (few files come back).
 set -u
 kit=$PWD/.devkit
@@ -54,6 +54,16 @@ gpu_suites() {
   run_tests tests "${1:-400}" tests/test_zero_copy_gpu.py tests/test_collectives_gpu.py::test_collective_scenarios \
     tests/test_collectives_gpu.py::test_p2p_chunked_forced tests/test_collectives_gpu.py::test_p2p_many_peers \
     tests/test_allreduce_gpu.py::test_allreduce_scenarios
+}
+
+# Everything a change of device code must pass, after what the run has done since $1 (its $SECONDS at
+# start): the ordering check at 2/4/8, the 10-rank reduction matrices, the PyTorch applications, and the
+# GPU suites in what is left of the device's 600 s a call.
+device_code_checks() {
+  check_stream_order "2 4 8"
+  run_tests ten_ranks 90 "tests/test_allreduce_gpu.py::test_reductions_over_more_ranks_than_a_sweep"
+  pytorch_apps
+  gpu_suites $((555 - (SECONDS - $1)))
 }
 
 # Ours against stock NCCL 2.30.7, every collective the timer knows, at each of the rank counts "$1":

@@ -7,9 +7,6 @@ source perf/device_preamble.sh
 started=$SECONDS
 side_by_side_all "2 4 8"
 tail -3 "$OUT/side_by_side.md"
-check_stream_order "2 4 8"
-run_tests ten_ranks 90 "tests/test_allreduce_gpu.py::test_reductions_over_more_ranks_than_a_sweep"
-pytorch_apps
-gpu_suites $((555 - (SECONDS - started)))
+device_code_checks "$started"
 echo "run 4: $((SECONDS - started))s"
 pack_logs
