@@ -10,7 +10,7 @@ stock=${2:?stock library directory}
 ranks=${3:?rank counts}
 shift 3
 mkdir -p "$out" build
-nvcc -O2 -I shim -o build/nccl_timer perf/nccl_timer.cu -L mscclpp_nccl/lib -l:libnccl.so.2 || exit 1
+bash perf/build_timer.sh || exit 1
 collectives=$(IFS=,; echo "$*")
 for n in $ranks; do
   caps=()  # stock hangs at more than 2 ranks per GPU without a cap on its blocks

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# One launch of build/nccl_timer (built beforehand) on N ranks under MPS, every collective of COLLECTIVES
-# (comma-separated) from MIN_BYTES to MAX_BYTES, then rank 0's table of each collective in
-# OUTDIR/LABEL_COLLECTIVE_N.txt, the names perf/side_by_side.py and perf/compare_configs.py read; the
-# whole log in OUTDIR/LABEL_all_N.log. VAR=VALUE words set the timer's environment (a forced algorithm,
-# stock's settings). Limit: TIMER_TIMEOUT seconds (default 300).
+# One launch of build/nccl_timer (built beforehand by perf/build_timer.sh) on N ranks under MPS, every
+# collective of COLLECTIVES (comma-separated) from MIN_BYTES to MAX_BYTES, then rank 0's table of each
+# collective in OUTDIR/LABEL_COLLECTIVE_N.txt, the names perf/side_by_side.py and perf/compare_configs.py
+# read; the whole log in OUTDIR/LABEL_all_N.log. VAR=VALUE words set the timer's environment (a forced
+# algorithm, stock's settings). Limit: TIMER_TIMEOUT seconds (default 300).
 # Usage: perf/time_split.sh OUTDIR LABEL LIBDIR N COLLECTIVES MIN_BYTES MAX_BYTES [VAR=VALUE...]
 set -u
 out=$1 label=$2 lib=$3 n=$4 collectives=$5 min=$6 max=$7

@@ -7,7 +7,7 @@ set -u
 out=${1:?usage: perf/timer_set.sh OUTDIR [LIBDIR]}
 lib=${2:-$PWD/mscclpp_nccl/lib}
 mkdir -p "$out" build
-nvcc -O2 -I shim -o build/nccl_timer perf/nccl_timer.cu -L mscclpp_nccl/lib -l:libnccl.so.2 || exit 1
+bash perf/build_timer.sh || exit 1
 time_one() {  # ranks collective max_bytes
   LD_LIBRARY_PATH=$lib timeout "${TIMER_TIMEOUT:-100}" python -m mscclpp_nccl.run -n "$1" --mps \
     --timeout "${TIMER_TIMEOUT:-100}" -- build/nccl_timer "$2" 8 "$3" 4 >"$out/$2_$1.txt" 2>&1

@@ -7,7 +7,7 @@
 set -u
 out=${1:?usage: run.sh OUTDIR}
 mkdir -p "$out" build
-nvcc -O2 -I shim -o build/nccl_timer perf/nccl_timer.cu -L mscclpp_nccl/lib -l:libnccl.so.2 || exit 1
+bash perf/build_timer.sh || exit 1
 collectives=all_reduce,all_gather,reduce_scatter,alltoall,broadcast,reduce,gather,scatter
 one() {  # CONFIG [MSCCLPP_NCCL_ALGO]: one timer launch, one CONFIG_COLLECTIVE_8.txt per collective
   TIMER_TIMEOUT=120 bash perf/time_split.sh "$out" "$1" "$PWD/mscclpp_nccl/lib" 8 "$collectives" 16384 4194304 \

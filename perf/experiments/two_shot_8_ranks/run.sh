@@ -20,7 +20,7 @@ done
 echo "bench: $((SECONDS - started))s"
 # 2. The library at 8 ranks, 16 KB-1 MB: the table, the one-shot schedules forced on 16 blocks, the two-shot
 #    ones on 8 and 16, and the table without early launch. (Session 20's first run lacked the timer's build.)
-nvcc -O2 -I shim -o build/nccl_timer perf/nccl_timer.cu -L mscclpp_nccl/lib -l:libnccl.so.2 || exit 1
+bash perf/build_timer.sh || exit 1
 bash perf/time_split.sh "$C" table "$lib" 8 reduce,all_reduce 16384 1048576
 bash perf/time_split.sh "$C" no_early "$lib" 8 reduce,all_reduce 16384 1048576 MSCCLPP_NCCL_EARLY_LAUNCH=0
 for cfg in reduce=exchange_packet/8 reduce=exchange_packet/16 reduce=reduce_two_shot_packet/8 reduce=reduce_two_shot_packet/16 \

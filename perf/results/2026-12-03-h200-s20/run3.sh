@@ -7,7 +7,7 @@ started=$SECONDS
 bash perf/experiments/ticket_publish/run.sh "$logs/ticket_publish" > "$OUT/ticket_publish.md" 2>&1
 rm -f "$logs"/ticket_publish/bench_*  # binaries stay out of the logs
 echo "bench: $((SECONDS - started))s"
-nvcc -O2 -I shim -o build/nccl_timer perf/nccl_timer.cu -L mscclpp_nccl/lib -l:libnccl.so.2
+bash perf/build_timer.sh
 bash perf/time_split.sh "$logs" table "$PWD/mscclpp_nccl/lib" 8 reduce,all_reduce 16384 1048576
 for f in "$logs"/table_*_8.txt; do
   echo "$(basename "$f" .txt): $(awk '!/^#/ {printf "%dK:%s/%s ", $1 / 1024, $3, $2}' "$f")"
