@@ -10,6 +10,8 @@
 // Its drained time per call less 2 us is what the GPU spends between two kernels of one stream.
 // And the early launch through the driver's cuLaunchKernelEx, with the kernel's CUfunction looked up
 // once, against the runtime's cudaLaunchKernelEx, which is handed the kernel's host address each call.
+// And the host cost of the other CUDA calls an eager call of the library makes (cudaGetDevice,
+// cudaStreamGetCaptureInfo twice: once for the call order, once for the launch), alone and around a launch.
 // Build: nvcc -O2 -arch=sm_90 -I. -o build/launch_cost_bench perf/launch_cost_bench.cu
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -74,7 +76,7 @@ PerCall perCall(cudaStream_t stream, int calls, F&& call) {
 template <typename F>
 void report(const char* what, cudaStream_t stream, int calls, F&& call) {
   const PerCall t = perCall(stream, calls, call);
-  printf("  %-32s %6.2f %8.2f\n", what, t.hostUs, t.drainedUs);
+  printf("  %-44s %6.2f %8.2f\n", what, t.hostUs, t.drainedUs);
 }
 
 int main(int argc, char** argv) {
@@ -139,6 +141,18 @@ int main(int argc, char** argv) {
       cudaEventRecord(event, stream);
     });
     report("event record alone", stream, calls, [&] { cudaEventRecord(event, stream); });
+    int device = 0;
+    report("cudaGetDevice", stream, calls, [&] { cudaGetDevice(&device); });
+    cudaStreamCaptureStatus status;
+    unsigned long long captureId = 0;
+    report("cudaStreamGetCaptureInfo", stream, calls,
+           [&] { cudaStreamGetCaptureInfo(stream, &status, &captureId); });
+    report("launch 64 B early, 512 thr + 2 info + device", stream, calls, [&] {
+      cudaGetDevice(&device);
+      cudaStreamGetCaptureInfo(stream, &status, &captureId);
+      cudaStreamGetCaptureInfo(stream, &status, &captureId);
+      launch(smallKernel, s, true, 512);
+    });
     for (int kind = 0; kind < 3; ++kind) {
       const Spin spin{2000, kind > 0, kind > 1 ? 1u : 0u, spinCounter};
       static const char* names[] = {"spin 2 us, plain", "spin 2 us, early", "spin 2 us, early, ticket"};
@@ -151,7 +165,7 @@ int main(int argc, char** argv) {
       cudaStreamEndCapture(stream, &graph);
       cudaGraphInstantiate(&exec, graph, 0);
       PerCall t = perCall(stream, calls / 200, [&] { cudaGraphLaunch(exec, stream); });
-      printf("  %-32s %6.2f %8.2f\n", (std::string(names[kind]) + ", graph").c_str(), t.hostUs / 20,
+      printf("  %-44s %6.2f %8.2f\n", (std::string(names[kind]) + ", graph").c_str(), t.hostUs / 20,
              t.drainedUs / 20);
       cudaGraphExecDestroy(exec);
       cudaGraphDestroy(graph);
