@@ -1,6 +1,7 @@
 // Times collectives from C, the way nccl-tests does, so that eager numbers carry no Python overhead:
 // host wall time around N back-to-back out-of-place calls after warm-up and a barrier, then the same calls
-// captured in a CUDA graph and replayed; each figure the median of NCCL_TIMER_TRIALS (default 3) timings.
+// captured in a CUDA graph and replayed; each figure the median of NCCL_TIMER_TRIALS (default 3) timings,
+// the eager ones taken in turns over all sizes (each size's timings then lie apart in time).
 // Every size is timed eagerly before any capture, as separate nccl-tests runs with and without -G would:
 // once a communicator was captured, NCCL (and this library) order its eager calls against graph launches,
 // which costs each eager call an event wait and record.
@@ -193,120 +194,123 @@ int main(int argc, char** argv) {
     sizes.push_back(bytes);
     if (bytes > maxBytes / factor) break;
   }
-  std::vector<std::vector<double>> eagerUs(collectives.size(), std::vector<double>(sizes.size()));
-  std::vector<std::vector<double>> hostUs = eagerUs;
   const bool phases = envInt("NCCL_TIMER_PHASES", 0) != 0;
   double phaseUs[4] = {};  // sendrecv's four calls, summed over the eager calls of one size
-  // Pass 0 times every size eagerly, pass 1 every size in a graph (see the top of this file).
-  for (int pass = 0; pass < 2; ++pass)
+  // One call of `collective` with a message of `bytes` (see the size column above).
+  auto call = [&](const std::string& collective, size_t bytes) -> ncclResult_t {
+    const size_t count = bytes / 2, share = count / nranks;  // elements: whole message, per rank
+    if (collective == "empty") {
+      emptyKernel<<<1, 32, 0, stream>>>();
+      return cudaGetLastError() == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+    }
+    if (collective == "all_gather") return ncclAllGather(send, recv, share, ncclBfloat16, comm, stream);
+    if (collective == "reduce_scatter")
+      return ncclReduceScatter(send, recv, share, ncclBfloat16, ncclSum, comm, stream);
+    if (collective == "alltoall") return ncclAlltoAll(send, recv, share, ncclBfloat16, comm, stream);
+    if (collective == "broadcast") return ncclBroadcast(send, recv, count, ncclBfloat16, 0, comm, stream);
+    if (collective == "reduce") return ncclReduce(send, recv, count, ncclBfloat16, ncclSum, 0, comm, stream);
+    if (collective == "gather" || collective == "scatter") {
+      // Looked up at run time: a library without them still times the rest.
+      using RootedCall =
+          ncclResult_t (*)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+      auto rooted = reinterpret_cast<RootedCall>(
+          dlsym(RTLD_DEFAULT, collective == "gather" ? "ncclGather" : "ncclScatter"));
+      return rooted ? rooted(send, recv, share, ncclBfloat16, 0, comm, stream) : ncclInvalidUsage;
+    }
+    if (collective == "sendrecv") {
+      Clock::time_point at[5];  // read only with NCCL_TIMER_PHASES: plain timing pays no clock reads
+      auto mark = [&](int k) {
+        if (phases) at[k] = Clock::now();
+      };
+      mark(0);
+      ncclGroupStart();
+      mark(1);
+      ncclSend(send, count, ncclBfloat16, (rank + 1) % nranks, comm, stream);
+      mark(2);
+      ncclRecv(recv, count, ncclBfloat16, (rank + nranks - 1) % nranks, comm, stream);
+      mark(3);
+      const ncclResult_t result = ncclGroupEnd();
+      mark(4);
+      for (int k = 0; phases && k < 4; ++k)
+        phaseUs[k] += std::chrono::duration<double, std::micro>(at[k + 1] - at[k]).count();
+      return result;
+    }
+    return ncclAllReduce(send, recv, count, ncclBfloat16, ncclSum, comm, stream);
+  };
+
+  // Eager: every size, every trial, before any capture (see the top of this file). The trials go round
+  // all sizes in turn, so that the timings of one size lie seconds apart and one host stall, which can
+  // last milliseconds on 16 cores shared by 8 ranks and an MPS server, spoils at most one of them.
+  std::vector<std::vector<std::vector<double>>> eager(collectives.size(),
+                                                      std::vector<std::vector<double>>(sizes.size()));
+  std::vector<std::vector<std::vector<double>>> host = eager;
+  for (int trial = 0; trial < trials; ++trial)
     for (size_t which = 0; which < collectives.size(); ++which)
       for (size_t at = 0; at < sizes.size(); ++at) {
         const std::string& collective = collectives[which];
-        if (pass == 1 && at == 0 && rank == 0)
-          printf("# nccl_timer: %s bf16 sum, %d ranks, NCCL version code %d%s\n#%12s %12s %12s %12s\n",
-                 collective.c_str(), nranks, version, windows ? ", symmetric windows" : "", "bytes",
-                 "eager_us", "graph_us", "host_us");
         const size_t bytes = sizes[at];
-        const size_t count = bytes / 2, share = count / nranks;  // elements: whole message, per rank
-        char* sendBytes = static_cast<char*>(send);
-        auto run = [&]() -> ncclResult_t {
-          if (collective == "empty") {
-            emptyKernel<<<1, 32, 0, stream>>>();
-            return cudaGetLastError() == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
-          }
-          if (collective == "all_gather") return ncclAllGather(send, recv, share, ncclBfloat16, comm, stream);
-          if (collective == "reduce_scatter")
-            return ncclReduceScatter(send, recv, share, ncclBfloat16, ncclSum, comm, stream);
-          if (collective == "alltoall") return ncclAlltoAll(send, recv, share, ncclBfloat16, comm, stream);
-          if (collective == "broadcast")
-            return ncclBroadcast(send, recv, count, ncclBfloat16, 0, comm, stream);
-          if (collective == "reduce")
-            return ncclReduce(send, recv, count, ncclBfloat16, ncclSum, 0, comm, stream);
-          if (collective == "gather" || collective == "scatter") {
-            // Looked up at run time: a library without them still times the rest.
-            using RootedCall =
-                ncclResult_t (*)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
-            auto call = reinterpret_cast<RootedCall>(
-                dlsym(RTLD_DEFAULT, collective == "gather" ? "ncclGather" : "ncclScatter"));
-            return call ? call(send, recv, share, ncclBfloat16, 0, comm, stream) : ncclInvalidUsage;
-          }
-          if (collective == "sendrecv") {
-            Clock::time_point at[5];  // read only with NCCL_TIMER_PHASES: plain timing pays no clock reads
-            auto mark = [&](int k) {
-              if (phases) at[k] = Clock::now();
-            };
-            mark(0);
-            ncclGroupStart();
-            mark(1);
-            ncclSend(sendBytes, count, ncclBfloat16, (rank + 1) % nranks, comm, stream);
-            mark(2);
-            ncclRecv(recv, count, ncclBfloat16, (rank + nranks - 1) % nranks, comm, stream);
-            mark(3);
-            const ncclResult_t result = ncclGroupEnd();
-            mark(4);
-            for (int k = 0; phases && k < 4; ++k)
-              phaseUs[k] += std::chrono::duration<double, std::micro>(at[k + 1] - at[k]).count();
-            return result;
-          }
-          return ncclAllReduce(send, recv, count, ncclBfloat16, ncclSum, comm, stream);
-        };
-        for (int i = 0; i < warmup; ++i) CHECK_NCCL(run());
-        if (pass == 0) {
-          std::vector<double> eager, host;
-          for (int trial = 0; trial < trials; ++trial) {
-            if (barrier() != 0) return 1;
-            const auto start = Clock::now();
-            for (double& phase : phaseUs) phase = 0;
-            for (int i = 0; i < iters; ++i) CHECK_NCCL(run());
-            const auto returned = Clock::now();
-            host.push_back(std::chrono::duration<double, std::micro>(returned - start).count() / iters);
-            if (phases && collective == "sendrecv" && rank == 0)
-              printf("# phases %zu B (us per call): group start %.2f, send %.2f, recv %.2f, group end %.2f\n",
-                     bytes, phaseUs[0] / iters, phaseUs[1] / iters, phaseUs[2] / iters, phaseUs[3] / iters);
-            CHECK_CUDA(cudaStreamSynchronize(stream));
-            const auto drained = Clock::now();
-            eager.push_back(std::chrono::duration<double, std::micro>(drained - start).count() / iters);
-            if (timeline) {
-              auto us = [](Clock::time_point t) {
-                return std::chrono::duration<double, std::micro>(t.time_since_epoch()).count();
-              };
-              printf("# timeline rank %d %s %zu B trial %d calls %d: began %.2f returned %.2f drained %.2f\n",
-                     rank, collective.c_str(), bytes, trial, iters, us(start), us(returned), us(drained));
-            }
-          }
-          if (showTrials && rank == 0) {
-            printf("# trials %s %zu B, eager us:", collective.c_str(), bytes);
-            for (double us : eager) printf(" %.2f", us);
-            printf("\n");
-          }
-          eagerUs[which][at] = median(eager);
-          hostUs[which][at] = median(host);
-          continue;
+        for (int i = 0; i < warmup; ++i) CHECK_NCCL(call(collective, bytes));
+        if (barrier() != 0) return 1;
+        const auto start = Clock::now();
+        for (double& phase : phaseUs) phase = 0;
+        for (int i = 0; i < iters; ++i) CHECK_NCCL(call(collective, bytes));
+        const auto returned = Clock::now();
+        host[which][at].push_back(std::chrono::duration<double, std::micro>(returned - start).count() /
+                                  iters);
+        if (phases && collective == "sendrecv" && rank == 0)
+          printf("# phases %zu B (us per call): group start %.2f, send %.2f, recv %.2f, group end %.2f\n",
+                 bytes, phaseUs[0] / iters, phaseUs[1] / iters, phaseUs[2] / iters, phaseUs[3] / iters);
+        CHECK_CUDA(cudaStreamSynchronize(stream));
+        const auto drained = Clock::now();
+        eager[which][at].push_back(std::chrono::duration<double, std::micro>(drained - start).count() /
+                                   iters);
+        if (timeline) {
+          auto us = [](Clock::time_point t) {
+            return std::chrono::duration<double, std::micro>(t.time_since_epoch()).count();
+          };
+          printf("# timeline rank %d %s %zu B trial %d calls %d: began %.2f returned %.2f drained %.2f\n",
+                 rank, collective.c_str(), bytes, trial, iters, us(start), us(returned), us(drained));
         }
-
-        cudaGraph_t graph;
-        cudaGraphExec_t exec;
-        CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-        for (int i = 0; i < iters; ++i) CHECK_NCCL(run());
-        CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
-        CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-        CHECK_CUDA(cudaGraphLaunch(exec, stream));
-        std::vector<double> graphUs;
-        for (int trial = 0; trial < trials; ++trial) {
-          if (barrier() != 0) return 1;
-          const auto start = Clock::now();
-          const int replays = 5;
-          for (int i = 0; i < replays; ++i) CHECK_CUDA(cudaGraphLaunch(exec, stream));
-          CHECK_CUDA(cudaStreamSynchronize(stream));
-          graphUs.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count() /
-                            (replays * iters));
-        }
-        const double captured = median(graphUs);
-        CHECK_CUDA(cudaGraphExecDestroy(exec));
-        CHECK_CUDA(cudaGraphDestroy(graph));
-        if (rank == 0)
-          printf(" %12zu %12.2f %12.2f %12.2f\n", bytes, eagerUs[which][at], captured, hostUs[which][at]);
       }
+
+  // Graphs: each size captured once and replayed in every trial; then its line of the table.
+  for (size_t which = 0; which < collectives.size(); ++which)
+    for (size_t at = 0; at < sizes.size(); ++at) {
+      const std::string& collective = collectives[which];
+      const size_t bytes = sizes[at];
+      if (at == 0 && rank == 0)
+        printf("# nccl_timer: %s bf16 sum, %d ranks, NCCL version code %d%s\n#%12s %12s %12s %12s\n",
+               collective.c_str(), nranks, version, windows ? ", symmetric windows" : "", "bytes", "eager_us",
+               "graph_us", "host_us");
+      if (showTrials && rank == 0) {
+        printf("# trials %s %zu B, eager us:", collective.c_str(), bytes);
+        for (double us : eager[which][at]) printf(" %.2f", us);
+        printf("\n");
+      }
+      for (int i = 0; i < warmup; ++i) CHECK_NCCL(call(collective, bytes));
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < iters; ++i) CHECK_NCCL(call(collective, bytes));
+      CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+      CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+      CHECK_CUDA(cudaGraphLaunch(exec, stream));
+      std::vector<double> graphUs;
+      for (int trial = 0; trial < trials; ++trial) {
+        if (barrier() != 0) return 1;
+        const auto start = Clock::now();
+        const int replays = 5;
+        for (int i = 0; i < replays; ++i) CHECK_CUDA(cudaGraphLaunch(exec, stream));
+        CHECK_CUDA(cudaStreamSynchronize(stream));
+        graphUs.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count() /
+                          (replays * iters));
+      }
+      CHECK_CUDA(cudaGraphExecDestroy(exec));
+      CHECK_CUDA(cudaGraphDestroy(graph));
+      if (rank == 0)
+        printf(" %12zu %12.2f %12.2f %12.2f\n", bytes, median(eager[which][at]), median(graphUs),
+               median(host[which][at]));
+    }
   if (windows) {
     CHECK_NCCL(ncclCommWindowDeregister(comm, sendWindow));
     CHECK_NCCL(ncclCommWindowDeregister(comm, recvWindow));
