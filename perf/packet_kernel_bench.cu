@@ -16,7 +16,7 @@
 //     native/algorithms/allreduce_one_shot_packet.cu native/algorithms/allreduce_two_shot_packet.cu \
 //     native/algorithms/kernel_launch.cc \
 //     native/algorithms/launch_record.cc native/algorithms/registry.cc native/collective_plans.cc \
-//     native/common/logging.cc native/common/env.cc
+//     native/common/logging.cc native/common/env.cc native/transport/cuda_driver.cc
 // Run:  build/packet_kernel_bench NRANKS [MIN_BYTES [MAX_BYTES [BLOCKS [COLLECTIVES]]]]
 // (default 8 B-4 KB, 1 block, every collective; COLLECTIVES a comma-separated list of the names below)
 // BENCH_TICKET=1 gives every call a ticket to publish, as eager calls have (step_sequence.cuh).

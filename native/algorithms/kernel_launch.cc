@@ -1,14 +1,37 @@
 #include "native/algorithms/kernel_launch.h"
 
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+
 #include "native/algorithms/launch_record.h"
+#include "native/transport/cuda_driver.h"
 
 namespace mscclpp_nccl {
+namespace {
 
+// The early-launch attribute on a launch lets the kernel start once the stream's previous kernel lets
+// it (its enterKernel() still waits for that kernel to finish). It also makes the launch itself cheaper:
+// under MPS with 8 ranks, grids that are not launched early took 20-35% less eager time with it at 64 KB-4
+// MB (perf/results/2026-12-02-h200-s13, run 5). A grid too large to start beside a running kernel may
+// carry it only where the stream's previous kernel does not let its successor start early: one launched
+// early would, and the two together could hold more than the rank's share of SMs. The lock serialises
+// the decision with the launch, so that two threads launching on one stream are recorded in the order
+// their kernels are queued.
 std::mutex& launchLock() {
   static std::mutex lock;
   return lock;
 }
 
+// False once a launch failed with the early-launch attribute and succeeded without it: a driver or an
+// MPS server that does not support it then gets plain launches from every communicator of the process.
+std::atomic<bool> earlyLaunchWorks{true};
+
+// Under launchLock(): whether a grid launched early (`early`) or not may carry the attribute on `stream`,
+// which is then recorded as ending in such a kernel. The record is by stream and graph capture (a
+// capture orders its own kernels); a stream it does not know, and the default streams (shared between
+// threads or devices), may end in any kernel, so only early grids carry it there.
+//
 // Only our own launches are recorded. Other work queued between two of them (a caller's kernel, a copy,
 // a graph launch) cannot make a large grid start beside one of ours: the attribute relaxes a kernel's
 // wait on the kernel right before it in the stream only, and a caller's kernel there runs to its end
@@ -22,8 +45,89 @@ bool mayCarryEarlyAttribute(cudaStream_t stream, bool early) {
     cudaGetLastError();  // not sticky; the launch itself reports what is wrong with the stream
     return early;
   }
-  static LaunchRecord record;  // under launchLock()
+  static LaunchRecord record;
   return record.mayCarry(stream, status == cudaStreamCaptureStatusActive ? capture : 0, early);
+}
+
+// Under launchLock(): the driver's handle of `kernel` in the current context, or null where there is
+// none yet (no current context: the runtime's launch makes one). The runtime's own launch finds the
+// handle of the kernel's address on every call, which costs 0.2-0.3 us of the 2.7-3.4 us a launch takes
+// under MPS (perf/launch_cost_bench.cu, perf/results/2026-12-03-h200-s21 run 1). A kernel keeps the
+// handle of the context it last ran in; contexts are told apart by their id, which the driver never
+// gives twice in a process, so a context destroyed and made anew at the same address finds no stale one.
+CUfunction driverFunction(const CudaDriver& driver, const void* kernel) {
+  struct Known {
+    unsigned long long context;
+    CUfunction function;
+  };
+  static std::unordered_map<const void*, Known> known;
+  CUcontext context = nullptr;
+  unsigned long long contextId = 0;
+  if (driver.cuCtxGetCurrent(&context) != CUDA_SUCCESS || context == nullptr ||
+      driver.cuCtxGetId(context, &contextId) != CUDA_SUCCESS)
+    return nullptr;
+  auto it = known.find(kernel);
+  if (it != known.end() && it->second.context == contextId) return it->second.function;
+  cudaFunction_t function = nullptr;
+  if (cudaGetFuncBySymbol(&function, kernel) != cudaSuccess) {
+    cudaGetLastError();  // the runtime's launch reports it
+    return nullptr;
+  }
+  known[kernel] = Known{contextId, reinterpret_cast<CUfunction>(function)};
+  return reinterpret_cast<CUfunction>(function);
+}
+
+// Under launchLock(): one launch, with the early-launch attribute where `attributed`. Through the driver
+// where the kernel's handle is known; else, and after the driver failed (so that the caller gets the
+// runtime's error, and the driver's failure queued nothing), through the runtime.
+cudaError_t launchOnce(const void* kernel, int blocks, int threads, cudaStream_t stream, void** params,
+                       bool attributed) {
+  const CudaDriver* driver = cudaDriverOrNull();
+  if (CUfunction function = driver ? driverFunction(*driver, kernel) : nullptr) {
+    CUlaunchAttribute attribute = {};
+    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config = {};
+    config.gridDimX = static_cast<unsigned>(blocks);
+    config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = static_cast<unsigned>(threads);
+    config.blockDimY = config.blockDimZ = 1;
+    config.hStream = reinterpret_cast<CUstream>(stream);
+    config.attrs = attributed ? &attribute : nullptr;
+    config.numAttrs = attributed ? 1 : 0;
+    if (driver->cuLaunchKernelEx(&config, function, params, nullptr) == CUDA_SUCCESS) return cudaSuccess;
+  }
+  cudaLaunchAttribute attribute = {};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(blocks);
+  config.blockDim = dim3(threads);
+  config.stream = stream;
+  config.attrs = attributed ? &attribute : nullptr;
+  config.numAttrs = attributed ? 1 : 0;
+  return cudaLaunchKernelExC(&config, kernel, params);
+}
+
+}  // namespace
+
+cudaError_t launchPacked(const void* kernel, int blocks, int threads, bool early, bool programmatic,
+                         cudaStream_t stream, void** params) {
+  std::lock_guard<std::mutex> lock(launchLock());
+  const bool attributed = (early || programmatic) && mayCarryEarlyAttribute(stream, early);
+  cudaError_t err = cudaSuccess;
+  if (attributed && earlyLaunchWorks.load(std::memory_order_relaxed)) {
+    if ((err = launchOnce(kernel, blocks, threads, stream, params, true)) == cudaSuccess) return err;
+    cudaGetLastError();  // a launch error is not sticky: clear it and try without the attribute
+    err = launchOnce(kernel, blocks, threads, stream, params, false);
+    if (err == cudaSuccess) earlyLaunchWorks.store(false, std::memory_order_relaxed);  // only it failed
+  } else {
+    err = launchOnce(kernel, blocks, threads, stream, params, false);
+  }
+  // A failed launch queued nothing, so the stream still ends in what ran before, perhaps a kernel
+  // launched early: record it as such (only early grids carry the attribute there next).
+  if (err != cudaSuccess) mayCarryEarlyAttribute(stream, true);
+  return err;
 }
 
 }  // namespace mscclpp_nccl

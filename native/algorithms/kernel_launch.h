@@ -5,22 +5,13 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <climits>
 #include <cstddef>
-#include <mutex>
 
 #include "native/common/logging.h"
 #include "native/common/status.h"
 
 namespace mscclpp_nccl {
-
-// False once a launch failed with the early-launch attribute and succeeded without it: a driver or an
-// MPS server that does not support it then gets plain launches from every communicator of the process.
-inline std::atomic<bool>& earlyLaunchWorks() {
-  static std::atomic<bool> works{true};
-  return works;
-}
 
 // The rounds of a kernel's loop, which counts in int, for `work` units at `perRound` a round. A call that
 // needs more fails: cut to int, the count could wrap to zero or below and the call return success
@@ -37,20 +28,11 @@ inline Status kernelRounds(size_t work, size_t perRound, const char* algorithm, 
   return Status::kSuccess;
 }
 
-// The early-launch attribute on a launch lets the kernel start once the stream's previous kernel lets
-// it (its enterKernel() still waits for that kernel to finish). It also makes the launch itself cheaper:
-// under MPS with 8 ranks, grids that are not launched early took 20-35% less eager time with it at 64 KB-4
-// MB (perf/results/2026-12-02-h200-s13, run 5). A grid too large to start beside a running kernel may
-// carry it only where the stream's previous kernel does not let its successor start early: one launched
-// early would, and the two together could hold more than the rank's share of SMs. The lock serialises
-// the decision with the launch, so that two threads launching on one stream are recorded in the order
-// their kernels are queued.
-std::mutex& launchLock();
-// Under launchLock(): whether a grid launched early (`early`) or not may carry the attribute on `stream`,
-// which is then recorded as ending in such a kernel. The record is by stream and graph capture (a
-// capture orders its own kernels); a stream it does not know, and the default streams (shared between
-// threads or devices), may end in any kernel, so only early grids carry it there.
-bool mayCarryEarlyAttribute(cudaStream_t stream, bool early);
+// Launches `kernel` (a __global__ function's address) with its parameters packed as for
+// cudaLaunchKernel: one pointer to each, in order. The body of launchKernel below, kept out of the
+// template so that a kernel costs no code but its packing.
+cudaError_t launchPacked(const void* kernel, int blocks, int threads, bool early, bool programmatic,
+                         cudaStream_t stream, void** params);
 
 // Launches kernel<<<blocks, threads, 0, stream>>>(args..., early), early when `early`, and with the
 // early-launch attribute where `programmatic` and mayCarryEarlyAttribute allow; returns the launch's
@@ -59,32 +41,12 @@ bool mayCarryEarlyAttribute(cudaStream_t stream, bool early);
 template <typename... Params, typename... Args>
 cudaError_t launchKernel(void (*kernel)(Params...), int blocks, int threads, bool early, bool programmatic,
                          cudaStream_t stream, const Args&... args) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(blocks);
-  config.blockDim = dim3(threads);
-  config.stream = stream;
-  cudaLaunchAttribute attribute = {};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  std::lock_guard<std::mutex> lock(launchLock());
-  const bool attributed = (early || programmatic) && mayCarryEarlyAttribute(stream, early);
-  cudaError_t err = cudaSuccess;
-  if (attributed && earlyLaunchWorks().load(std::memory_order_relaxed)) {
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-    if ((err = cudaLaunchKernelEx(&config, kernel, args..., early)) == cudaSuccess) return err;
-    cudaGetLastError();  // a launch error is not sticky: clear it and try without the attribute
-    config.attrs = nullptr;
-    config.numAttrs = 0;
-    err = cudaLaunchKernelEx(&config, kernel, args..., early);
-    if (err == cudaSuccess) earlyLaunchWorks().store(false, std::memory_order_relaxed);  // only it failed
-  } else {
-    err = cudaLaunchKernelEx(&config, kernel, args..., early);
-  }
-  // A failed launch queued nothing, so the stream still ends in what ran before, perhaps a kernel
-  // launched early: record it as such (only early grids carry the attribute there next).
-  if (err != cudaSuccess) mayCarryEarlyAttribute(stream, true);
-  return err;
+  // Each argument converted to its parameter's type first, as a <<<>>> launch converts it.
+  return [&](Params... converted) {
+    void* params[] = {&converted...};
+    return launchPacked(reinterpret_cast<const void*>(kernel), blocks, threads, early, programmatic, stream,
+                        params);
+  }(args..., early);
 }
 
 // The Status of a launch of `algorithm`'s kernel that returned `err`.

@@ -57,6 +57,8 @@ const LoadedDriver& loaded() {
     MSCCLPP_RESOLVE(cuDeviceGet, 2000);
     MSCCLPP_RESOLVE(cuDeviceGetAttribute, 2000);
     MSCCLPP_RESOLVE(cuCtxGetDevice, 2000);
+    MSCCLPP_RESOLVE(cuCtxGetCurrent, 4000);
+    MSCCLPP_RESOLVE(cuCtxGetId, 12000);
     MSCCLPP_RESOLVE(cuPointerGetAttribute, 4000);
     MSCCLPP_RESOLVE(cuPointerGetAttributes, 7000);
     MSCCLPP_RESOLVE(cuMemGetAddressRange, 3020);
@@ -73,6 +75,7 @@ const LoadedDriver& loaded() {
     MSCCLPP_RESOLVE(cuMemGetAllocationPropertiesFromHandle, 10020);
     MSCCLPP_RESOLVE(cuMemRetainAllocationHandle, 11000);
     MSCCLPP_RESOLVE(cuStreamWaitValue64, 11070);
+    MSCCLPP_RESOLVE(cuLaunchKernelEx, 11060);
 #undef MSCCLPP_RESOLVE
     driver.ok = ok;
     if (ok) {

@@ -20,6 +20,8 @@ struct CudaDriver {
   PFN_cuDeviceGet_v2000 cuDeviceGet;
   PFN_cuDeviceGetAttribute_v2000 cuDeviceGetAttribute;
   PFN_cuCtxGetDevice_v2000 cuCtxGetDevice;
+  PFN_cuCtxGetCurrent_v4000 cuCtxGetCurrent;
+  PFN_cuCtxGetId_v12000 cuCtxGetId;
   PFN_cuPointerGetAttribute_v4000 cuPointerGetAttribute;
   PFN_cuPointerGetAttributes_v7000 cuPointerGetAttributes;
   // cuda.h #defines cuMemGetAddressRange to cuMemGetAddressRange_v2; the member is renamed the same way
@@ -38,6 +40,7 @@ struct CudaDriver {
   PFN_cuMemGetAllocationPropertiesFromHandle_v10020 cuMemGetAllocationPropertiesFromHandle;
   PFN_cuMemRetainAllocationHandle_v11000 cuMemRetainAllocationHandle;
   PFN_cuStreamWaitValue64_v11070 cuStreamWaitValue64;  // cuda.h renames it to its _v2, as above
+  PFN_cuLaunchKernelEx_v11060 cuLaunchKernelEx;
 };
 
 // The driver table, resolved on the first call (thread-safe). Where there is no usable driver, returns
