@@ -268,6 +268,15 @@ def test_shipped_table_all_reduce_at_8_ranks(driver: Path) -> None:
     assert got[1].blocks == 16, got[1]
 
 
+def test_shipped_table_alltoall_at_8_ranks(driver: Path) -> None:
+    """At 8 ranks alltoall takes packets to 256 KB ranges, then the chunked exchange on its default grid
+    and chunk: at 512 KB ranges (4 MB buffers) 16 blocks of 32 KB chunks took 59.5 us in graphs where the
+    table's former 64 KB chunks took 73.9 and stock 82.8 (session 21's run 5)."""
+    got = choose(driver, COMMS[8], ["alltoall 2 262144", "alltoall 2 524288"], str(SHIPPED))
+    assert [c.algorithm for c in got] == ["exchange_packet", "exchange_chunked"], got
+    assert (got[1].blocks, got[1].chunk_bytes) == (16, 32768), got[1]
+
+
 def test_shipped_table_rooted_at_4_ranks(driver: Path) -> None:
     """At 4 ranks broadcast stays on packets to 1 MB (9.4 us in graphs there against the chunked
     exchange's 12.5) and reduce takes the two-shot packet schedule at 1 MB (10.2 against 12.0; session
