@@ -19,7 +19,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <vector>
 
 namespace {
 
@@ -53,11 +52,11 @@ __attribute__((constructor)) void start() {
   action.sa_sigaction = onTick;
   action.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&action.sa_mask);
-  const int signal = SIGRTMIN + 5;
-  sigaction(signal, &action, nullptr);
+  const int tickSignal = SIGRTMIN + 5;
+  sigaction(tickSignal, &action, nullptr);
   sigevent event = {};
   event.sigev_notify = SIGEV_THREAD_ID;
-  event.sigev_signo = signal;
+  event.sigev_signo = tickSignal;
   event._sigev_un._tid = static_cast<pid_t>(syscall(SYS_gettid));
   if (timer_create(CLOCK_MONOTONIC, &event, &timer) != 0) return;
   const char* us = getenv("HOST_PROFILE_US");
