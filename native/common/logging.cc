@@ -1,6 +1,8 @@
 #include "native/common/logging.h"
 
+#include <fcntl.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -45,6 +47,27 @@ std::string debugFileName(const char* pattern, const char* host) {
   return name;
 }
 
+// Opens NCCL_DEBUG_FILE for appending without following a symlink planted at its name and without
+// leaking into children (O_CLOEXEC). A new file is created exclusively, mode 0644. An existing file is
+// appended to, never truncated (this process did not create it), and only if it is a regular file of
+// ours with one link: a hard link to another user's file is refused. Returns -1 with errno set.
+int openDebugFile(const std::string& name) {
+  const int flags = O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC;
+  int fd = open(name.c_str(), flags | O_CREAT | O_EXCL, 0644);
+  if (fd >= 0 || errno != EEXIST) return fd;
+  // O_NONBLOCK: a FIFO at the name must not hang the first log line; it is refused below anyway.
+  fd = open(name.c_str(), flags | O_NONBLOCK);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1) {
+    close(fd);
+    errno = EPERM;
+    return -1;
+  }
+  fcntl(fd, F_SETFL, O_APPEND);  // blocking writes again
+  return fd;
+}
+
 unsigned parseSubsys(const char* text) {
   static const struct {
     const char* name;
@@ -83,12 +106,16 @@ const LogConfig& config() {
     const char* file = getenv("NCCL_DEBUG_FILE");
     if (c.level != Level::kNone && file != nullptr && *file != '\0') {
       const std::string name = debugFileName(file, c.host);
-      if (FILE* opened = fopen(name.c_str(), "w")) {
+      const int fd = openDebugFile(name);
+      FILE* opened = fd >= 0 ? fdopen(fd, "a") : nullptr;
+      if (opened != nullptr) {
         setvbuf(opened, nullptr, _IOLBF, 0);  // each line reaches the file as it is written
         c.out = opened;
       } else {
+        const int why = errno;
+        if (fd >= 0) close(fd);
         fprintf(stderr, "%s:%d NCCL WARN cannot open NCCL_DEBUG_FILE %s: %s; logging to stderr\n", c.host,
-                getpid(), name.c_str(), strerror(errno));
+                getpid(), name.c_str(), strerror(why));
       }
     }
     return c;
