@@ -7,12 +7,11 @@
 #include <cuda_runtime.h>
 
 #include <memory>
-#include <mutex>
-#include <unordered_set>
 
 #include "native/transport/device_memory.h"
 #include "shim/comm_handle.h"
 #include "shim/group.h"
+#include "shim/live_handles.h"
 
 using mscclpp_nccl::fail;
 using mscclpp_nccl::Status;
@@ -36,29 +35,6 @@ struct Registration {
   ncclComm* comm;
   void* buffer;
   size_t size;
-};
-
-// Registrations and windows handed out and not yet deregistered. A handle is looked up here before it
-// is read, so that a stale or made-up one is an error instead of a read of freed or unmapped memory.
-class LiveHandles {
- public:
-  void add(const void* handle) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    handles_.insert(handle);
-  }
-  bool contains(const void* handle) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return handles_.count(handle) != 0;
-  }
-  // True when `handle` was live (and now is not): only one of two racing deregistrations frees it.
-  bool remove(const void* handle) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return handles_.erase(handle) != 0;
-  }
-
- private:
-  std::mutex mutex_;
-  std::unordered_set<const void*> handles_;
 };
 
 LiveHandles& liveHandles() {
@@ -94,9 +70,10 @@ NCCL_API(ncclResult_t, ncclCommRegister, (const ncclComm_t comm, void* buff, siz
 NCCL_API(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void* handle), comm, handle) {
   NCCL_TRY(checkKnownComm(comm, "ncclCommDeregister"));
   auto* registration = static_cast<Registration*>(handle);
-  // NCCL answers ncclInvalidUsage to a handle it does not know.
-  if (!liveHandles().contains(registration) || registration->magic != Registration::kMagic ||
-      registration->comm != comm || !liveHandles().remove(registration))
+  // NCCL answers ncclInvalidUsage to a handle it does not know (so does the loser of two racing calls).
+  if (!liveHandles().take(registration, [&] {
+        return registration->magic == Registration::kMagic && registration->comm == comm;
+      }))
     return toNccl(fail(Status::kInvalidUsage, "ncclCommDeregister: not a registration of this comm"));
   registration->magic = 0;
   delete registration;
@@ -117,14 +94,18 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister,
   // Collective: inside a group it runs at ncclGroupEnd, concurrently with the other communicators'
   // registrations of this thread (one thread may register for every rank of its process), and after
   // this communicator's earlier ones (every rank must exchange its windows in the same order).
-  auto work = [comm, window]() -> ncclResult_t {
+  // The work reads nothing of `window` but under liveHandles(): a deferred registration whose window
+  // was deregistered before ncclGroupEnd still takes part in the exchange (peers wait for it), then
+  // drops what it mapped.
+  const bool symmetric = (winFlags & NCCL_WIN_COLL_SYMMETRIC) != 0;
+  auto work = [comm, window, buff, size, symmetric]() -> ncclResult_t {
     return toNccl(
         withImpl(comm, "ncclCommWindowRegister: comm was aborted", [&](mscclpp_nccl::Communicator& impl) {
           DeviceGuard guard(comm->device);
           mscclpp_nccl::SymmetricWindow* native = nullptr;
-          MSCCLPP_TRY(impl.registerWindow(window->userPtr, window->size,
-                                          (window->flags & NCCL_WIN_COLL_SYMMETRIC) != 0, &native));
-          window->native = native;
+          MSCCLPP_TRY(impl.registerWindow(buff, size, symmetric, &native));
+          if (!liveHandles().read(window, [&] { window->native = native; }))
+            return impl.deregisterWindow(native);
           return Status::kSuccess;
         }));
   };
@@ -135,17 +116,17 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister,
   ncclResult_t result = work();
   if (result != ncclSuccess) {
     *win = nullptr;
-    liveHandles().remove(window);
-    window->magic = 0;
-    delete window;
+    if (liveHandles().take(window, [] { return true; })) {  // else a racing deregistration freed it
+      window->magic = 0;
+      delete window;
+    }
   }
   return result;
 }
 
 NCCL_API(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win), comm, win) {
   NCCL_TRY(checkKnownComm(comm, "ncclCommWindowDeregister"));
-  if (!liveHandles().contains(win) || win->magic != ncclWindow_vidmem::kMagic || win->comm != comm ||
-      !liveHandles().remove(win))
+  if (!liveHandles().take(win, [&] { return win->magic == ncclWindow_vidmem::kMagic && win->comm == comm; }))
     return toNccl(fail(Status::kInvalidArgument, "ncclCommWindowDeregister: not a window of this comm"));
   ncclResult_t result = ncclSuccess;
   if (mscclpp_nccl::SymmetricWindow* native = win->native.load()) {
@@ -163,9 +144,13 @@ NCCL_API(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t 
 NCCL_API(ncclResult_t, ncclWinGetUserPtr, (ncclComm_t comm, ncclWindow_t win, void** outUserPtr), comm, win,
          outUserPtr) {
   NCCL_TRY(checkKnownComm(comm, "ncclWinGetUserPtr"));
-  if (!liveHandles().contains(win) || win->magic != ncclWindow_vidmem::kMagic || outUserPtr == nullptr)
-    return toNccl(fail(Status::kInvalidArgument, "ncclWinGetUserPtr: bad window or NULL output"));
-  *outUserPtr = win->userPtr;
+  bool valid = false;
+  if (outUserPtr != nullptr)
+    liveHandles().read(win, [&] {
+      valid = win->magic == ncclWindow_vidmem::kMagic;
+      if (valid) *outUserPtr = win->userPtr;
+    });
+  if (!valid) return toNccl(fail(Status::kInvalidArgument, "ncclWinGetUserPtr: bad window or NULL output"));
   return ncclSuccess;
 }
 
