@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct StreamWork {
   cudaStream_t stream;
   StreamLaunch launch;  // null: names a stream only
 };
+
+// A result that ends the caller's call (in progress is not a failure).
+bool failed(ncclResult_t result) { return result != ncclSuccess && result != ncclInProgress; }
 
 thread_local int tlsGroupDepth = 0;
 thread_local uint64_t tlsGroupEpoch = 0;
@@ -63,9 +67,11 @@ ncclResult_t runStreamWork(const std::vector<StreamWork>& work) {
 }
 
 // Runs the queued work on threads (one per key, running its items in order). Returns the first
-// failure, else ncclInProgress if a non-blocking initialisation is still running, else success.
+// failure, with its ncclGetLastError text carried over from the thread it ran on, else ncclInProgress
+// if a non-blocking initialisation is still running, else success.
 ncclResult_t runPending(std::vector<PendingWork> pending) {
   std::vector<ncclResult_t> results(pending.size(), ncclSuccess);
+  std::vector<std::string> errors(pending.size());
   std::vector<std::vector<size_t>> chains;
   for (size_t i = 0; i < pending.size(); ++i) {
     auto same = [&](const std::vector<size_t>& chain) {
@@ -81,15 +87,21 @@ ncclResult_t runPending(std::vector<PendingWork> pending) {
   NCCL_TRY(runConcurrently(
       chains.size(),
       [&](size_t c) {
-        for (size_t i : chains[c]) results[i] = pending[i].work();
+        for (size_t i : chains[c]) {
+          results[i] = pending[i].work();
+          if (failed(results[i])) errors[i] = mscclpp_nccl::lastError();  // the text is this thread's
+        }
         return ncclSuccess;
       },
       &chainResults, "ncclGroupEnd"));
   for (ncclResult_t r : chainResults) NCCL_TRY(r);  // a chain's item failed in an unexpected way
   ncclResult_t overall = ncclSuccess;
-  for (ncclResult_t r : results) {
-    if (r != ncclSuccess && r != ncclInProgress) return r;
-    if (r == ncclInProgress) overall = ncclInProgress;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (failed(results[i])) {
+      mscclpp_nccl::setLastError(errors[i].c_str());
+      return results[i];
+    }
+    if (results[i] == ncclInProgress) overall = ncclInProgress;
   }
   return overall;
 }
@@ -102,6 +114,7 @@ ncclResult_t runConcurrently(size_t count, const std::function<ncclResult_t(size
   std::condition_variable started;
   bool decided = false, run = false;
   std::vector<std::thread> threads;
+  std::vector<std::string> errors(count);  // each failed task's ncclGetLastError text
   results->assign(count, ncclSuccess);
   const ncclResult_t created = guardApi(function, [&] {
     threads.reserve(count);
@@ -111,7 +124,9 @@ ncclResult_t runConcurrently(size_t count, const std::function<ncclResult_t(size
           std::unique_lock<std::mutex> lock(mutex);
           started.wait(lock, [&] { return decided; });
         }
-        if (run) (*results)[i] = guardApi(function, [&] { return task(i); });
+        if (!run) return;
+        (*results)[i] = guardApi(function, [&] { return task(i); });
+        if (failed((*results)[i])) guardApi(function, [&] { errors[i] = mscclpp_nccl::lastError(); });
       });
     return ncclSuccess;
   });
@@ -122,6 +137,12 @@ ncclResult_t runConcurrently(size_t count, const std::function<ncclResult_t(size
   }
   started.notify_all();
   for (std::thread& t : threads) t.join();
+  // The text is thread-local: the caller sees the first failed task's, not its own stale one.
+  for (size_t i = 0; i < count && created == ncclSuccess; ++i) {
+    if (!failed((*results)[i])) continue;
+    mscclpp_nccl::setLastError(errors[i].c_str());
+    break;
+  }
   return created;
 }
 
