@@ -5,13 +5,14 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
+#include <functional>
 #include <utility>
 
 #include "native/algorithms/registry.h"
 #include "native/collective_plans.h"
 #include "native/common/env.h"
 #include "native/common/logging.h"
+#include "native/common/threads.h"
 #include "native/communicator.h"
 #include "native/transport/cuda_check.h"
 #include "native/transport/host_identity.h"
@@ -422,11 +423,12 @@ void RoutedComm::abort() {
   if (intra_) intra_->abort();
   // Stock's abort frees device memory, which waits for every kernel on the device: kernels of the other
   // stock communicator that wait for a lost rank would hold it forever unless their own abort flag is
-  // already set. So both are aborted at once, each from a thread of its own.
-  std::vector<std::thread> aborts;
+  // already set. So both are aborted at once, each from a thread of its own (one after the other only
+  // where the system refuses a thread: this runs in a destructor, which must not throw).
+  std::vector<std::function<void()>> aborts;
   for (StockComm* comm : {rail_.get(), world_.get()})
     if (comm) aborts.emplace_back([comm] { comm->abort(); });
-  for (std::thread& thread : aborts) thread.join();
+  runConcurrently(aborts, "aborting the stock communicators");
 }
 
 }  // namespace mscclpp_nccl
