@@ -3,20 +3,28 @@
 //   find   search as the process asks (stockSearchFromProcess) and print what was loaded, or
 //          "error <text>" and exit 1; the library to never pick is the preloaded stand-in for ours
 //          (the object defining stubOursMarker) when there is one
+//   find-later  as find, after unsetting LD_LIBRARY_PATH (a process that changed it after start-up)
 //   calls  as find, then call every function of the table, then the global ncclAllReduce, and say
 //          whether the stock stub's own symbols became global
 //   once   stockNccl() twice: the same library, or the same error, each time
 //   plain PATH      negative control: dlopen(RTLD_LOCAL) without RTLD_DEEPBIND, then ncclAllReduce
 //   namespace PATH  negative control: dlmopen(LM_ID_NEWLM), then ncclCommInitRank (which loads libcuda)
+//   elf PATH...     read each file as the loader does before loading, one line each: "elf ok SONAME
+//                   COUNT" (COUNT defined dynamic symbols) or "elf refused WHY"; loads nothing
+//   cache FILE NAME the paths the ld.so.cache FILE gives for NAME, one "cache PATH" line each, or
+//                   "cache refused WHY"
 // Before loading anything, the driver loads libcuda.so.1 when one is on the path, as our own CUDA
 // runtime would have, and prints its cuInit so that the test can tell which copy stock sees.
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "native/common/logging.h"
+#include "native/fallback/elf_probe.h"
+#include "native/fallback/ld_cache.h"
 #include "native/fallback/stock_nccl.h"
 
 using mscclpp_nccl::StockNccl;
@@ -100,6 +108,26 @@ int control(const char* mode, const char* path) {
   return 0;
 }
 
+int elf(int count, char** paths) {
+  for (int i = 0; i < count; ++i) {
+    mscclpp_nccl::ElfLibrary library;
+    const std::string why = mscclpp_nccl::readElfLibrary(paths[i], true, 1u << 20, &library);
+    if (why.empty())
+      printf("elf ok %s %zu\n", library.soname.c_str(), library.defined.size());
+    else
+      printf("elf refused %s\n", why.c_str());
+  }
+  return 0;
+}
+
+int cache(const char* file, const char* name) {
+  std::string why;
+  for (const std::string& path : mscclpp_nccl::ldCachePaths(file, name, &why))
+    printf("cache %s\n", path.c_str());
+  if (!why.empty()) printf("cache refused %s\n", why.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -107,9 +135,13 @@ int main(int argc, char** argv) {
   if (void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL))
     printf("driver libcuda %p\n", dlsym(cuda, "cuInit"));
   fflush(stdout);
-  if (mode == "find" || mode == "calls") return find(mode == "calls");
+  if (mode == "find-later") unsetenv("LD_LIBRARY_PATH");
+  if (mode == "find" || mode == "find-later" || mode == "calls") return find(mode == "calls");
   if (mode == "once") return once();
   if ((mode == "plain" || mode == "namespace") && argc == 3) return control(argv[1], argv[2]);
-  fprintf(stderr, "usage: %s find|calls|once|plain PATH|namespace PATH\n", argv[0]);
+  if (mode == "elf") return elf(argc - 2, argv + 2);
+  if (mode == "cache" && argc == 4) return cache(argv[2], argv[3]);
+  fprintf(stderr, "usage: %s find|calls|once|plain PATH|namespace PATH|elf PATH...|cache FILE NAME\n",
+          argv[0]);
   return 2;
 }

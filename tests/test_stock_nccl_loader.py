@@ -9,7 +9,10 @@ never to pick. A fake libcuda.so.1 shows which copy of the CUDA driver library s
 from __future__ import annotations
 
 import ctypes.util
+import os
+import random
 import shutil
+import struct
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +27,9 @@ SOURCES = [
     "native/fallback/stock_nccl.cc",
     "native/fallback/stock_search.cc",
     "native/fallback/library_identity.cc",
+    "native/fallback/elf_probe.cc",
+    "native/fallback/path_trust.cc",
+    "native/fallback/ld_cache.cc",
     "native/common/logging.cc",
     "native/common/env.cc",
 ]
@@ -43,6 +49,18 @@ STUB = r"""
 typedef struct { char internal[128]; } ncclUniqueId;
 typedef int ncclResult_t;
 
+/* Runs on load, before dlopen returns: it shows that the loader let the file's code run. */
+__attribute__((constructor)) static void loaded(void) {
+  const char* path = getenv("STUB_MARKER");
+  if (!path) return;
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
+  if (fd >= 0 && write(fd, LABEL "\n", sizeof(LABEL)) == (ssize_t)sizeof(LABEL)) close(fd);
+}
+
+#ifdef VERSION_TEXT
+__attribute__((used)) static const char banner[] = VERSION_TEXT;
+#endif
+
 static void note(const char* what) {
   const char* path = getenv("STUB_LOG");
   if (!path) return;
@@ -56,7 +74,9 @@ ncclResult_t ncclGroupStart(void) { note("ncclGroupStart"); return 0; }
 ncclResult_t ncclGroupEnd(void) { note("ncclGroupEnd"); return 0; }
 const char* ncclGetErrorString(ncclResult_t r) { note("ncclGetErrorString"); return LABEL " error string"; }
 const char* ncclGetLastError(void* comm) { note("ncclGetLastError"); return ""; }
+#ifndef NO_GET_VERSION
 ncclResult_t ncclGetVersion(int* v) { note("ncclGetVersion"); *v = VERSION; return 0; }
+#endif
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   note("ncclGetUniqueId"); memset(id, 0, sizeof *id); return 0;
 }
@@ -145,11 +165,16 @@ STOCK_CALLS = [
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_loader_driver(tmp_path_factory.mktemp("stock_loader"), UBSAN)
+
+
+def build_loader_driver(folder: Path, sanitizers: list[str] | None) -> Path:
+    """The driver, built in `folder` with `sanitizers` (None: ASan and UBSan)."""
     include, why = cuda_include_dir()
     if include is None:
         pytest.skip(why)
-    out = tmp_path_factory.mktemp("stock_loader") / "stock_nccl_loader_driver"
-    return build_driver(out, SOURCES, [], 2, [f"-I{include}"], sanitizers=UBSAN)
+    out = folder / "stock_nccl_loader_driver"
+    return build_driver(out, SOURCES, [], 2, [f"-I{include}"], sanitizers=sanitizers)
 
 
 StubMaker = Callable[..., Path]
@@ -164,16 +189,24 @@ def stub_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def stub(stub_source: Path, tmp_path: Path) -> StubMaker:
-    """Builds a stub libnccl.so.2 at tmp_path/<where>: `stub("a/lib", "stock-a", 22700, "NO_SEND")`."""
+    """Builds a stub libnccl.so.2 at tmp_path/<where>: `stub("a/lib", "stock-a", 22700, "NO_SEND")`; `soname`
+    gives it another SONAME."""
     cc = compiler("c")
     if cc is None:
         pytest.skip("no C compiler")
 
-    def make(where: str, label: str, version: int = 22700, *defines: str, name: str = "libnccl.so.2") -> Path:
+    def make(
+        where: str,
+        label: str,
+        version: int = 22700,
+        *defines: str,
+        name: str = "libnccl.so.2",
+        soname: str | None = None,
+    ) -> Path:
         out = tmp_path / where / name
         out.parent.mkdir(parents=True, exist_ok=True)
         flags = [f'-DLABEL="{label}"', f"-DVERSION={version}", *(f"-D{d}" for d in defines)]
-        soname = "libcuda.so.1" if name == "libcuda.so.1" else "libnccl.so.2"
+        soname = soname or ("libcuda.so.1" if name == "libcuda.so.1" else "libnccl.so.2")
         cmd = [cc, "-shared", "-fPIC", "-O0", f"-Wl,-soname,{soname}", "-Wl,--build-id", *flags]
         subprocess.run([*cmd, str(stub_source), "-o", str(out), "-ldl"], check=True)
         return out
@@ -214,6 +247,8 @@ class Run:
     out: dict[str, str]  # first word of each stdout line -> the rest
     text: str
     log: list[str]
+    constructors: list[str]  # the label of each stub whose constructor ran, in order
+    stderr: str
 
 
 def run(
@@ -223,6 +258,8 @@ def run(
     preload: Path | None = None,
     library_path: list[Path] | None = None,
     exe: Path | None = None,
+    cwd: Path | None = None,
+    raw_library_path: str | None = None,
     **variables: str,
 ) -> Run:
     """Runs the driver with only the given variables (MSCCLPP_NCCL_FALLBACK_LIB=..., etc.) set."""
@@ -233,12 +270,17 @@ def run(
     log = tmp_path / "calls.log"
     log.unlink(missing_ok=True)
     env["STUB_LOG"] = str(log)
+    marker = tmp_path / "constructors.log"
+    marker.unlink(missing_ok=True)
+    env["STUB_MARKER"] = str(marker)
     if preload:
         env["LD_PRELOAD"] = str(preload)
     if library_path is not None:
         env["LD_LIBRARY_PATH"] = ":".join(map(str, library_path))
+    if raw_library_path is not None:
+        env["LD_LIBRARY_PATH"] = raw_library_path
     done = subprocess.run(
-        [str(exe or driver), *args], capture_output=True, text=True, env=env, check=False, timeout=60
+        [str(exe or driver), *args], capture_output=True, text=True, env=env, check=False, timeout=60, cwd=cwd
     )
     assert done.returncode in (0, 1), done.stderr
     out = {}
@@ -246,7 +288,8 @@ def run(
         key, _, rest = line.partition(" ")
         out.setdefault(key, rest)
     log_lines = log.read_text().splitlines() if log.exists() else []
-    return Run(done.returncode, out, done.stdout, log_lines)
+    ran = marker.read_text().splitlines() if marker.exists() else []
+    return Run(done.returncode, out, done.stdout, log_lines, ran, done.stderr)
 
 
 def loaded(result: Run) -> str:
@@ -448,19 +491,24 @@ def test_the_error_names_every_place(driver: Path, stub: StubMaker, tmp_path: Pa
         f"{empty_site}: neither nvidia-nccl-cu13 nor nvidia-nccl-cu12 installed",
         f"LD_LIBRARY_PATH entry {not_nccl.parent}: {not_nccl} has no ncclSend (not NCCL, or too old)",
         f"LD_LIBRARY_PATH: no libnccl.so.2 in {empty[0]}, {empty[1]}",
-        # The loader's own search finds the LD_LIBRARY_PATH entry again.
-        f"the loader's search for libnccl.so.2: {not_nccl} same file as "
+        # The loader's own search path (LD_LIBRARY_PATH at start-up first) finds the entry again.
+        f"the loader's search path entry {not_nccl.parent}: {not_nccl} same file as "
         f"LD_LIBRARY_PATH entry {not_nccl.parent}, refused above",
+        *searched(text)[6:],
     ]
+    assert searched(text)[-1].startswith(
+        f"the loader's search for libnccl.so.2: not in {empty[0]}, {empty[1]}, "
+    )
+    assert searched(text)[-1].endswith(", /etc/ld.so.cache")
 
-    assert searched(error(run(driver, tmp_path, "find"))) == [
+    nothing = searched(error(run(driver, tmp_path, "find")))
+    assert nothing[:3] == [
         "MSCCLPP_NCCL_FALLBACK_LIB: not set",
         "Python packages: no site-packages directory found in the running process (loaded objects, "
         "/proc/self/exe)",
         "LD_LIBRARY_PATH: not set",
-        "the loader's search for libnccl.so.2: libnccl.so.2: cannot open shared object file: "
-        "No such file or directory",
     ]
+    assert len(nothing) == 4 and nothing[3].startswith("the loader's search for libnccl.so.2: not in ")
 
 
 def test_the_process_library_is_searched_once(driver: Path, stub: StubMaker, tmp_path: Path) -> None:
@@ -508,3 +556,209 @@ def test_a_sanitizer_runtime_gets_an_error_not_an_abort(tmp_path: Path) -> None:
     done = subprocess.run([str(exe), "find"], capture_output=True, text=True, env=env, check=False)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "not loaded under AddressSanitizer" in done.stdout
+
+
+def refusals(result: Run) -> dict[str, str]:
+    """What the NCCL_DEBUG=INFO lines say of each refused candidate: path -> "(where) refused: why"."""
+    head = "stock NCCL candidate "
+    found = {}
+    for line in result.stderr.splitlines():
+        _, _, rest = line.partition(head)
+        if rest:
+            path, _, why = rest.partition(" ")
+            found.setdefault(path, why)
+    return found
+
+
+def test_loader_no_run_refuses_before_loading(driver: Path, stub: StubMaker, tmp_path: Path) -> None:
+    """No candidate that fails a check runs any code: each stub's constructor, which runs inside dlopen
+    before the loader could look at a symbol, appends its label to a marker file. Refused here: a wrong
+    SONAME in a site-packages folder inferred from the preloaded library, a relative LD_LIBRARY_PATH
+    entry (ld.so's search path repeats it), no ncclGetVersion, a version string older than 2.27, a
+    world-writable directory (sticky or not), a file owned by another user, a file that is not ELF.
+    Each reason is in the error and in an NCCL_DEBUG=INFO line naming the candidate."""
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    ours = stub("venv/lib/python3.11/site-packages/mscclpp_nccl/lib", "ours", 23203, "OURS")
+    make_site(site, "nvidia_nccl_cu13", stub("build/soname", "soname", soname="libnotnccl.so.1"))
+    stub("rel", "relative", 22700, "NO_GET_VERSION")
+    no_version = stub("no_version", "no-version", 22700, "NO_GET_VERSION")
+    old = stub("old", "old", 22605, 'VERSION_TEXT="NCCL version 2.26.5+cuda12.9"')
+    open_dir = stub("open", "open").parent
+    open_dir.chmod(0o777)
+    sticky_dir = stub("sticky", "sticky").parent
+    sticky_dir.chmod(0o1777)
+    (tmp_path / "notelf").mkdir()
+    (tmp_path / "notelf" / "libnccl.so.2").write_text("not a library\n" * 10)
+    dirs = [no_version.parent, old.parent, open_dir, sticky_dir, tmp_path / "notelf"]
+    site_lib = site / "nvidia" / "nccl" / "lib" / "libnccl.so.2"
+    expected = {
+        site_lib: f"(nvidia-nccl-cu13 in {site}) refused: has the SONAME libnotnccl.so.1, not libnccl.so.2",
+        no_version: f"(LD_LIBRARY_PATH entry {no_version.parent}) refused: has no ncclGetVersion "
+        "(not NCCL, or too old)",
+        old: f"(LD_LIBRARY_PATH entry {old.parent}) refused: version 2.26.5 (code 22605) is older than "
+        "2.27.0 (code 22700) (read from the file)",
+        open_dir / "libnccl.so.2": f"(LD_LIBRARY_PATH entry {open_dir}) refused: lies in a world-writable "
+        f"directory ({open_dir})",
+        sticky_dir / "libnccl.so.2": f"(LD_LIBRARY_PATH entry {sticky_dir}) refused: lies in a "
+        f"world-writable directory ({sticky_dir})",
+        tmp_path / "notelf" / "libnccl.so.2": f"(LD_LIBRARY_PATH entry {tmp_path / 'notelf'}) refused: "
+        "is not an ELF file",
+    }
+    if os.geteuid() == 0:  # only root can give a file away
+        foreign = stub("foreign", "foreign")
+        os.chown(foreign, 65534, 65534)
+        dirs.append(foreign.parent)
+        expected[foreign] = (
+            f"(LD_LIBRARY_PATH entry {foreign.parent}) refused: is owned by uid 65534, "
+            "neither root nor this user"
+        )
+    path = ":".join(["rel", *map(str, dirs)])
+    got = run(driver, tmp_path, "find", preload=ours, cwd=tmp_path, raw_library_path=path, NCCL_DEBUG="INFO")
+    assert got.constructors == ["ours"]  # the preload; no candidate ran
+    text = error(got)
+    assert "LD_LIBRARY_PATH entry rel: relative directory, skipped" in searched(text)
+    assert "the loader's search path entry rel: relative directory, skipped" in searched(text)
+    for lib, why in expected.items():
+        assert f"{lib} {why.partition(' refused: ')[2]}" in text
+    assert {Path(p): why for p, why in refusals(got).items() if Path(p) in expected} == expected
+    assert "stock NCCL search, LD_LIBRARY_PATH entry rel: relative directory, skipped" in got.stderr
+
+    # A good library after them is loaded, and once: its constructor runs a single time.
+    good = stub("good", "good")
+    got = run(driver, tmp_path, "find", preload=ours, cwd=tmp_path, raw_library_path=f"{path}:{good.parent}")
+    assert loaded(got) == str(good)
+    assert got.constructors == ["ours", "good"]
+    assert got.log == ["good ncclGetVersion", "good ncclGetErrorString"]
+
+
+def test_loader_no_run_by_the_loader_search(driver: Path, stub: StubMaker, tmp_path: Path) -> None:
+    """The last place, the dynamic loader's own search, is read from its search path, not probed by loading
+    the name (a probe ran a refused file's constructor a second time): a refused file runs nothing, and a
+    file found only there is loaded once. `find-later` unsets LD_LIBRARY_PATH first, as a process that
+    changed it after start-up, so that only ld.so's copy names the directory."""
+    bad = stub("bad", "bad", 22700, "NO_SEND")
+    got = run(driver, tmp_path, "find", library_path=[bad.parent])
+    assert got.constructors == []
+    assert f"the loader's search path entry {bad.parent}: {bad} same file as" in error(got)
+    got = run(driver, tmp_path, "find-later", library_path=[bad.parent])
+    assert got.constructors == []
+    assert f"the loader's search path entry {bad.parent}: {bad} has no ncclSend" in error(got)
+
+    good = stub("good", "good")
+    got = run(driver, tmp_path, "find-later", library_path=[good.parent])
+    assert loaded(got) == str(good)
+    assert got.out["where"] == f"the loader's search path entry {good.parent}"
+    assert got.constructors == ["good"]
+
+
+def tool_lines(elf_driver: Path, *args: str) -> list[str]:
+    """The lines a mode of the driver that loads nothing prints, starting with that mode's name."""
+    done = subprocess.run(
+        [str(elf_driver), *args],
+        capture_output=True,
+        text=True,
+        errors="replace",
+        env=driver_env(),
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return [line for line in done.stdout.splitlines() if line.startswith(f"{args[0]} ")]
+
+
+def elf_driver_output(elf_driver: Path, paths: list[Path]) -> list[str]:
+    return tool_lines(elf_driver, "elf", *map(str, paths))
+
+
+@pytest.fixture(scope="module")
+def elf_driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The driver under AddressSanitizer too; its elf and cache modes load nothing, so it may."""
+    return build_loader_driver(tmp_path_factory.mktemp("elf_driver"), None)
+
+
+def test_loader_no_run_reads_hostile_elf_safely(elf_driver: Path, stub: StubMaker, tmp_path: Path) -> None:
+    """The reader of candidates treats them as hostile: every truncation of a real library and thousands of
+    corrupted headers and tables are refused with a reason (or read), never crash, under ASan and UBSan."""
+    lib = stub("stock", "stock")
+    data = lib.read_bytes()
+    assert elf_driver_output(elf_driver, [lib]) == ["elf ok libnccl.so.2 21"]  # NCCL's 20 and the marker
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    paths = []
+
+    def case(name: str, content: bytes) -> None:
+        path = cases / name
+        path.write_bytes(content)
+        paths.append(path)
+
+    step = max(1, len(data) // 400)
+    for n in [*range(0, 128), *range(128, len(data), step)]:
+        case(f"cut{n}", data[:n])
+    rng = random.Random(7)
+    for i in range(3000):
+        mutated = bytearray(data)
+        for _ in range(rng.randint(1, 8)):
+            # Mostly the headers and tables the reader trusts least; sometimes anywhere.
+            where = rng.randrange(64) if rng.random() < 0.3 else rng.randrange(len(mutated))
+            mutated[where] = rng.randrange(256)
+        if rng.random() < 0.5:  # a field set to an extreme value
+            at = rng.randrange(0, len(mutated) - 8)
+            mutated[at : at + 8] = rng.choice([b"\xff" * 8, b"\x00" * 8, b"\xff\xff\xff\x7f\x00\x00\x00\x00"])
+        case(f"mutated{i}", bytes(mutated))
+    lines = elf_driver_output(elf_driver, paths)
+    assert len(lines) == len(paths)
+    assert all(line.startswith(("elf ok ", "elf refused ")) for line in lines)
+    assert lines[0] == "elf refused is not an ELF file (shorter than its header)"
+
+    wrong = bytearray(data)
+    wrong[4] = 1  # ELFCLASS32
+    case("class32", bytes(wrong))
+    wrong = bytearray(data)
+    wrong[5] = 2  # big-endian
+    case("big", bytes(wrong))
+    wrong = bytearray(data)
+    wrong[18:20] = (183).to_bytes(2, "little") if data[18] != 183 else (62).to_bytes(2, "little")
+    case("machine", bytes(wrong))
+    assert elf_driver_output(elf_driver, paths[-3:]) == [
+        "elf refused is not 64-bit ELF",
+        "elf refused is not little-endian ELF",
+        f"elf refused is for another machine (ELF machine {int.from_bytes(wrong[18:20], 'little')})",
+    ]
+
+
+def ld_cache(entries: list[tuple[str, str]]) -> bytes:
+    """An ld.so.cache in glibc's current format with these (name, path) entries."""
+    head_size, entry_size = 48, 24
+    strings = b""
+    offsets = []
+    base = head_size + entry_size * len(entries)
+    for name, path in entries:
+        offsets.append((base + len(strings), base + len(strings) + len(name) + 1))
+        strings += name.encode() + b"\0" + path.encode() + b"\0"
+    head = b"glibc-ld.so.cache1.1" + struct.pack("<IIB3xI12x", len(entries), len(strings), 2, 0)
+    body = b"".join(struct.pack("<iIIIQ", 0x303, key, value, 0, 0) for key, value in offsets)
+    return head + body + strings
+
+
+def test_loader_no_run_reads_ld_cache_safely(elf_driver: Path, tmp_path: Path) -> None:
+    """The loader's cache is read as a file: names match exactly, and a corrupted cache is refused or
+    read within its bounds (ASan and UBSan)."""
+
+    def paths(content: bytes, name: str = "libnccl.so.2") -> list[str]:
+        cache = tmp_path / "ld.so.cache"
+        cache.write_bytes(content)
+        return tool_lines(elf_driver, "cache", str(cache), name)
+
+    good = ld_cache([("libz.so.1", "/lib/libz.so.1"), ("libnccl.so.2", "/opt/nccl/libnccl.so.2")])
+    assert paths(good) == ["cache /opt/nccl/libnccl.so.2"]
+    assert paths(good, "libnccl.so") == []
+    huge = bytearray(good)
+    huge[20:24] = b"\xff\xff\xff\xff"
+    assert paths(bytes(huge))[0].endswith("more entries than the file holds")
+    assert paths(b"ld.so-1.7.0" + good)[0].endswith("not in the format glibc 2.32+ writes")
+    rng = random.Random(3)
+    for n in range(len(good)):
+        paths(good[:n])
+    for _ in range(100):
+        mutated = bytearray(good)
+        mutated[rng.randrange(len(good))] = rng.randrange(256)
+        paths(bytes(mutated))

@@ -3,11 +3,14 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
 #include "native/common/logging.h"
+#include "native/fallback/elf_probe.h"
 #include "native/fallback/library_identity.h"
+#include "native/fallback/path_trust.h"
 
 namespace mscclpp_nccl {
 namespace {
@@ -19,6 +22,61 @@ std::string versionText(int code) {
   snprintf(text, sizeof(text), "%d.%d.%d (code %d)", old ? code / 1000 : code / 10000,
            old ? code / 100 % 10 : code / 100 % 100, code % 100, code);
   return text;
+}
+
+constexpr const char* kSoname = "libnccl.so.2";
+// Stock's .rodata is under 1 MiB (2.32.3); its device code lies in other sections.
+constexpr size_t kMaxRodataBytes = 16u << 20;
+
+// The version code of the first "NCCL version X.Y.Z" in `text` (stock's banner), or 0.
+int versionCodeInText(const std::vector<unsigned char>& text) {
+  static const char kBanner[] = "NCCL version ";
+  const size_t banner = sizeof(kBanner) - 1;
+  const char* data = reinterpret_cast<const char*>(text.data());
+  for (size_t at = 0; at + banner <= text.size(); ++at) {
+    const void* hit = memmem(data + at, text.size() - at, kBanner, banner);
+    if (hit == nullptr) return 0;
+    at = static_cast<const char*>(hit) - data;
+    size_t next = at + banner;
+    int part[3] = {0, 0, 0};
+    int parts = 0;
+    for (; parts < 3; ++parts) {
+      size_t digits = 0;
+      while (next < text.size() && digits < 3 && data[next] >= '0' && data[next] <= '9') {
+        part[parts] = part[parts] * 10 + (data[next++] - '0');
+        ++digits;
+      }
+      if (digits == 0) break;
+      if (parts < 2 && (next >= text.size() || data[next++] != '.')) break;
+    }
+    if (parts < 3) continue;
+    // NCCL_VERSION's two encodings (see versionText).
+    const bool old = part[0] < 2 || (part[0] == 2 && part[1] < 9);
+    return old ? part[0] * 1000 + part[1] * 100 + part[2] : part[0] * 10000 + part[1] * 100 + part[2];
+  }
+  return 0;
+}
+
+// What the file itself says, read without loading it: "" when it may be loaded, else why not.
+std::string staticRefusal(const std::string& path) {
+  ElfLibrary elf;
+  std::string why = readElfLibrary(path, true, kMaxRodataBytes, &elf);
+  if (!why.empty()) return why;
+  if (elf.soname != kSoname)
+    return elf.soname.empty() ? std::string("has no SONAME (not ") + kSoname + ")"
+                              : "has the SONAME " + elf.soname + ", not " + kSoname;
+  static const char* const kRequired[] = {
+#define MSCCLPP_STOCK_NAME(name) #name,
+      MSCCLPP_STOCK_NCCL_REQUIRED(MSCCLPP_STOCK_NAME)
+#undef MSCCLPP_STOCK_NAME
+  };
+  for (const char* name : kRequired)
+    if (!elf.defines(name)) return std::string("has no ") + name + " (not NCCL, or too old)";
+  const int code = versionCodeInText(elf.rodata);
+  if (code != 0 && code < kMinStockVersionCode)
+    return "version " + versionText(code) + " is older than " + versionText(kMinStockVersionCode) +
+           " (read from the file)";
+  return "";
 }
 
 // The sanitizer whose runtime is in this process and aborts on RTLD_DEEPBIND, or nullptr.
@@ -70,8 +128,10 @@ class Attempt {
  public:
   explicit Attempt(const Self& self) : self_(self) {}
 
-  // Loads `path` into `out` if acceptable; otherwise returns why not.
+  // Loads `path` into `out` if acceptable; otherwise returns why not. Everything that can be judged
+  // without running the file's code is judged first: loading runs its constructors.
   std::string tryLoad(const StockPlace& place, StockNccl* out) {
+    if (place.path[0] != '/') return "is not an absolute path";
     std::string why;
     const FileIdentity file = fileIdentity(place.path, &why);
     if (!file.valid) return why;
@@ -82,15 +142,20 @@ class Attempt {
     // Refused before loading: a copy of ours would run its initialisers.
     if (!self_.buildId.empty() && elfBuildId(place.path) == self_.buildId)
       return "a copy of this library (" + self_.object.path + ", same build id)";
+    std::string resolved;
+    why = untrustedReason(place.path, &resolved);
+    if (why.empty()) why = staticRefusal(resolved);
+    if (!why.empty()) return why;
 
-    void* handle = dlopen(place.path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    // The only load of the candidate, by the path just judged.
+    void* handle = dlopen(resolved.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
     if (handle == nullptr) {
       const char* error = dlerror();
       return std::string("cannot be loaded: ") + (error ? error : "unknown error");
     }
     StockNccl found;
     found.handle = handle;
-    found.path = place.path;
+    found.path = resolved;
     found.where = place.where;
     const std::string missing = resolveApi(handle, &found.api);
     if (!missing.empty()) {
@@ -136,6 +201,7 @@ Status loadStockNccl(const StockSearch& search, const void* self, StockNccl* out
   // Tries one place; true when it gave the library.
   auto consider = [&](const StockPlace& place) {
     if (place.path.empty()) {
+      MSCCLPP_INFO(kInit, "stock NCCL search, %s: %s", place.where.c_str(), place.note.c_str());
       note(place.where, place.note);
       return false;
     }
@@ -145,17 +211,16 @@ Status loadStockNccl(const StockSearch& search, const void* self, StockNccl* out
                    out->path.c_str(), out->where.c_str());
       return true;
     }
+    MSCCLPP_INFO(kInit, "stock NCCL candidate %s (%s) refused: %s", place.path.c_str(), place.where.c_str(),
+                 why.c_str());
     note(place.where, place.path + " " + why);
     return false;
   };
   for (const StockPlace& place : stockPlaces(search))
     if (consider(place)) return Status::kSuccess;
-  // Probed last and only when needed: the probe loads a whole library (see findOnLoaderPath).
-  if (search.fallbackLib.empty() && search.loaderDefault) {
-    std::string why;
-    const std::string found = findOnLoaderPath("libnccl.so.2", &why);
-    if (consider({"the loader's search for libnccl.so.2", found, why})) return Status::kSuccess;
-  }
+  if (search.fallbackLib.empty() && search.loaderDefault)
+    for (const StockPlace& place : loaderSearchPlaces(kSoname))
+      if (consider(place)) return Status::kSuccess;
   return fail(Status::kSystemError, "%s; searched: %s", kWhat, report.c_str());
 }
 

@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 
 #include "native/common/env.h"
+#include "native/fallback/ld_cache.h"
 
 namespace mscclpp_nccl {
 namespace {
@@ -54,6 +56,10 @@ void addUnique(std::vector<std::string>* list, const std::string& item) {
   if (std::find(list->begin(), list->end(), item) == list->end()) list->push_back(item);
 }
 
+bool isRelative(const std::string& dir) { return dir.empty() || dir[0] != '/'; }
+
+constexpr const char* kRelative = "relative directory, skipped";
+
 std::string parentOf(const std::string& path) {
   const size_t slash = path.rfind('/');
   return slash == std::string::npos || slash == 0 ? std::string("/") : path.substr(0, slash);
@@ -91,6 +97,29 @@ std::vector<std::string> sitesOfInterpreter() {
   const std::string path(exe, n);
   if (path.compare(path.rfind('/') + 1, 6, "python") != 0) return {};
   return globPaths(parentOf(parentOf(path)) + "/lib/python3*/site-packages");
+}
+
+// The directories of the dynamic loader's search path as the executable sees it (run paths,
+// LD_LIBRARY_PATH as at start-up, the default directories), without ld.so.cache.
+std::vector<std::string> loaderSearchDirectories() {
+  std::vector<std::string> dirs;
+  void* program = dlopen(nullptr, RTLD_LAZY);  // the executable, already loaded: nothing runs
+  if (program == nullptr) return dirs;
+  Dl_serinfo size;
+  if (dlinfo(program, RTLD_DI_SERINFOSIZE, &size) == 0 && size.dls_size >= sizeof(Dl_serinfo)) {
+    std::vector<std::max_align_t> storage((size.dls_size + sizeof(std::max_align_t) - 1) /
+                                          sizeof(std::max_align_t));
+    auto* info = reinterpret_cast<Dl_serinfo*>(storage.data());
+    info->dls_size = size.dls_size;
+    info->dls_cnt = size.dls_cnt;
+    if (dlinfo(program, RTLD_DI_SERINFO, info) == 0) {
+      const Dl_serpath* paths = info->dls_serpath;
+      for (unsigned i = 0; i < info->dls_cnt; ++i)
+        if (paths[i].dls_name != nullptr) addUnique(&dirs, paths[i].dls_name);
+    }
+  }
+  dlclose(program);
+  return dirs;
 }
 
 }  // namespace
@@ -134,7 +163,7 @@ std::vector<StockPlace> stockPlaces(const StockSearch& search) {
     std::replace(distInfo.begin(), distInfo.end(), '-', '_');
     for (size_t i = 0; i < search.pythonSites.size(); ++i) {
       const std::string& site = search.pythonSites[i];
-      if (globPaths(site + "/" + distInfo + "-*.dist-info").empty()) continue;
+      if (isRelative(site) || globPaths(site + "/" + distInfo + "-*.dist-info").empty()) continue;
       hasPackage[i] = true;
       const std::string lib = site + kPackageLib;
       places.push_back({std::string(package) + " in " + site, isFile(lib) ? lib : "",
@@ -143,6 +172,10 @@ std::vector<StockPlace> stockPlaces(const StockSearch& search) {
   }
   for (size_t i = 0; i < search.pythonSites.size(); ++i) {
     if (hasPackage[i]) continue;
+    if (isRelative(search.pythonSites[i])) {
+      places.push_back({search.pythonSites[i], "", kRelative});
+      continue;
+    }
     const std::string lib = search.pythonSites[i] + kPackageLib;
     if (isFile(lib))
       places.push_back({"nvidia/nccl/lib without a package record in " + search.pythonSites[i], lib, ""});
@@ -153,6 +186,10 @@ std::vector<StockPlace> stockPlaces(const StockSearch& search) {
 
   std::string without;
   for (const std::string& dir : search.libraryPath) {
+    if (isRelative(dir)) {
+      places.push_back({"LD_LIBRARY_PATH entry " + dir, "", kRelative});
+      continue;
+    }
     const std::string lib = dir + "/" + kLibName;
     if (isFile(lib))
       places.push_back({"LD_LIBRARY_PATH entry " + dir, lib, ""});
@@ -166,19 +203,28 @@ std::vector<StockPlace> stockPlaces(const StockSearch& search) {
   return places;
 }
 
-std::string findOnLoaderPath(const char* name, std::string* why) {
-  void* probe = dlmopen(LM_ID_NEWLM, name, RTLD_LAZY | RTLD_LOCAL);
-  if (probe == nullptr) {
-    const char* error = dlerror();
-    *why = error ? error : "not found";
-    return "";
+std::vector<StockPlace> loaderSearchPlaces(const std::string& name) {
+  std::vector<StockPlace> places;
+  std::string without;
+  for (const std::string& dir : loaderSearchDirectories()) {
+    const std::string where = "the loader's search path entry " + dir;
+    if (isRelative(dir))
+      places.push_back({where, "", kRelative});
+    else if (isFile(dir + "/" + name))
+      places.push_back({where, dir + "/" + name, ""});
+    else
+      without += dir + ", ";
   }
-  std::string path;
-  link_map* map = nullptr;
-  if (dlinfo(probe, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name) path = map->l_name;
-  dlclose(probe);
-  if (path.empty()) *why = "the loader found it but did not say where";
-  return path;
+  constexpr const char* kCache = "/etc/ld.so.cache";
+  std::string why;
+  const std::vector<std::string> cached = ldCachePaths(kCache, name, &why);
+  for (const std::string& path : cached) places.push_back({kCache, path, ""});
+  if (!why.empty())
+    places.push_back({kCache, "", why});
+  else if (cached.empty())
+    without += kCache;
+  if (!without.empty()) places.push_back({"the loader's search for " + name, "", "not in " + without});
+  return places;
 }
 
 }  // namespace mscclpp_nccl

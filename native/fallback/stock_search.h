@@ -15,7 +15,9 @@
 //    A process that is no Python interpreter and loads nothing from Python finds none; it can name them
 //    with MSCCLPP_NCCL_PYTHON_SITE.
 // 3. Each LD_LIBRARY_PATH entry, as it reads now, then the dynamic loader's own search for the bare name
-//    (LD_LIBRARY_PATH as it was at start-up, ld.so.cache, the default directories).
+//    (LD_LIBRARY_PATH as it was at start-up, ld.so.cache, the default directories), read from its search
+//    path and cache (see loaderSearchPlaces), never by asking the loader to load the name.
+// A relative directory, in any of these, is skipped: it names whatever the working directory holds.
 #pragma once
 
 #include <string>
@@ -42,14 +44,15 @@ struct StockPlace {
   std::string note;
 };
 
-// The places of `search` in order, without the loader's default search (see findOnLoaderPath): it is
-// asked only when every other place failed.
+// The places of `search` in order, without the loader's default search (see loaderSearchPlaces): it
+// is searched only when every other place failed.
 std::vector<StockPlace> stockPlaces(const StockSearch& search);
 
-// The file the dynamic loader's search for the bare `name` finds, or "" with `why`. The probe loads the
-// name into a fresh link-map namespace (dlmopen LM_ID_NEWLM) and unloads it again: in the default
-// namespace the name would match the already loaded libnccl.so.2, which is this library, and a fresh
-// namespace has no preloads. The probe costs one load and unload of the library and its dependencies.
-std::string findOnLoaderPath(const char* name, std::string* why);
+// The places of the dynamic loader's own search for the bare `name`, found without loading anything:
+// each directory of its search path (the executable's run paths, LD_LIBRARY_PATH as it was at
+// start-up, the default directories) that holds `name`, then each path /etc/ld.so.cache gives for it
+// (the loader reads the cache before the default directories; here it comes last), then a note naming
+// where it was not. Relative directories are skipped, as everywhere in the search.
+std::vector<StockPlace> loaderSearchPlaces(const std::string& name);
 
 }  // namespace mscclpp_nccl
