@@ -34,12 +34,10 @@ void release(ncclComm* comm, bool abort) {
     comm->state = abort ? CommState::kAborted : CommState::kDestroyed;
   }
   const Clock::time_point locked = Clock::now();
-  bool detached = false;
   if (worker.joinable()) {
     // An initialisation still in the rendezvous may wait for ranks that never come: leave it to
     // finish (or time out) on its own; runJob drops what it built once it sees the new state. That
-    // thread still holds `comm`, which is therefore never freed.
-    detached = abort;
+    // thread holds a CommUse, so the quarantine keeps `comm` until it is done.
     if (abort)
       worker.detach();
     else
@@ -53,7 +51,7 @@ void release(ncclComm* comm, bool abort) {
                  "calls left %.1f ms, teardown %.1f ms",
                  comm->rank, ms(start, Clock::now()), ms(start, raised), ms(raised, locked),
                  ms(locked, Clock::now()));
-  if (!detached && !comm->retired.exchange(true)) retireHandle(comm);
+  if (!comm->retired.exchange(true)) retireHandle(comm);
 }
 
 ncclResult_t newChildHandle(ncclComm_t parent, ncclConfig_t* config, ncclComm** out) {

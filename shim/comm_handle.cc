@@ -58,11 +58,17 @@ void runJob(ncclComm* comm, const CommJob& job) {
   }
 }
 
-// Runs the job on `comm->worker`; a thread the system refuses fails the initialisation.
+// Runs the job on `comm->worker`; a thread the system refuses fails the initialisation. The thread
+// holds a CommUse: an abort leaves it running, and the quarantine must not free the handle under it.
 ncclResult_t startWorker(ncclComm* comm, const CommJob& job) {
   std::unique_lock<std::shared_mutex> lock(comm->implMutex);
+  // Destroyed or aborted before a deferred start: no thread that nobody would join.
+  if (comm->state != CommState::kInitializing)
+    return toNccl(fail(Status::kInvalidUsage, "comm initialization: comm was destroyed before it started"));
   const ncclResult_t started = guardApi("comm initialization", [&] {
-    comm->worker = std::thread([comm, job] { guardApi("comm initialization", [&] { runJob(comm, job); }); });
+    auto use = std::make_shared<CommUse>(comm);
+    comm->worker =
+        std::thread([comm, job, use] { guardApi("comm initialization", [&] { runJob(comm, job); }); });
     return ncclInProgress;
   });
   if (started != ncclInProgress) {
@@ -77,7 +83,8 @@ ncclResult_t startWorker(ncclComm* comm, const CommJob& job) {
 
 ncclResult_t startCommJob(ncclComm* comm, CommJob job) {
   if (groupDepth() > 0) {
-    deferToGroupEnd([comm, job = std::move(job)]() {
+    // The handle may be destroyed before ncclGroupEnd runs this: it stays in use until then.
+    deferToGroupEnd([comm, job = std::move(job), use = std::make_shared<CommUse>(comm)]() {
       if (comm->blocking) {
         runJob(comm, job);
         return comm->initResult.load();

@@ -1,7 +1,8 @@
 // What an ncclComm_t points at: the native communicator plus the C API's bookkeeping (init state,
 // blocking mode, PreMulSum ops). A destroyed handle stays as a tombstone for the next
 // kDestroyedHandlesKept destroys (shim/handle_quarantine.h), so that a stale handle is reported as an
-// error instead of touching freed memory, and is freed after that.
+// error instead of touching freed memory, and is freed after that, but never while the library still
+// uses it (CommUse).
 #pragma once
 
 #include <atomic>
@@ -31,6 +32,8 @@ struct ncclComm {
   uint64_t magic = kMagic;
   std::atomic<CommState> state{CommState::kInitializing};
   std::atomic<bool> retired{false};  // handed to the quarantine (by exactly one of abort and destroy)
+  std::atomic<int> users{0};         // CommUse objects alive: initialisation work queued or running
+  bool inUse() const { return users.load(std::memory_order_acquire) != 0; }
   std::atomic<ncclResult_t> initResult{ncclInProgress};
   std::string initError;  // ncclGetLastError text of a failed initialisation
   bool blocking = true;
@@ -53,8 +56,22 @@ struct ncclComm {
   std::atomic<cudaStream_t> checkedStream{nullptr};
 };
 
+// Marks `comm` in use for its lifetime, by work that holds the handle without the caller (an
+// initialisation queued for ncclGroupEnd or running on its own thread, which may outlive an abort).
+class CommUse {
+ public:
+  explicit CommUse(ncclComm* comm) : comm_(comm) { comm_->users.fetch_add(1, std::memory_order_relaxed); }
+  ~CommUse() { comm_->users.fetch_sub(1, std::memory_order_release); }  // the work's last touch of comm
+  CommUse(const CommUse&) = delete;
+  CommUse& operator=(const CommUse&) = delete;
+
+ private:
+  ncclComm* comm_;
+};
+
 constexpr size_t kDestroyedHandlesKept = 1024;
-// Hands a destroyed handle to the quarantine, which frees it after kDestroyedHandlesKept later ones.
+// Hands a destroyed handle to the quarantine, which frees it after kDestroyedHandlesKept later ones,
+// once nothing uses it.
 void retireHandle(ncclComm* comm);
 
 // Checks that `comm` is a live handle whose initialisation finished.

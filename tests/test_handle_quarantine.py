@@ -1,7 +1,8 @@
 """CPU test of the destroyed-handle quarantine (shim/handle_quarantine.h, through
 tests/handle_quarantine_driver.cc): a destroyed communicator handle stays valid memory for the next
 1024 destroys, so that a stale handle is reported as an error, and is freed after that, so that a
-program that creates and destroys communicators without end stays bounded."""
+program that creates and destroys communicators without end stays bounded; a handle still in use (its
+initialisation thread still running) is freed only once that use ends."""
 
 from __future__ import annotations
 
@@ -46,3 +47,18 @@ def test_the_newest_handles_stay_and_the_oldest_are_freed(driver: Path, count: i
     # serial may land out of order by at most the serials the other threads hold (three).
     assert newest < count - DEPTH + 3 if freed else newest == -1
     assert after == count
+
+
+@pytest.mark.parametrize("count", [DEPTH + 1, 5000])
+def test_quarantine_in_use_handle_is_kept_until_its_use_ends(driver: Path, count: int) -> None:
+    """A handle destroyed while its initialisation thread still runs stays, however many handles are
+    destroyed after it, and is freed once that thread is done."""
+    proc = subprocess.run(
+        [str(driver), str(DEPTH), str(count), "in_use"],
+        capture_output=True,
+        text=True,
+        env=driver_env(),
+        timeout=60,
+        check=True,
+    )
+    assert proc.stdout == "in_use freed 0\nafter_use freed 1\n", proc.stdout + proc.stderr
