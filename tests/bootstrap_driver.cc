@@ -4,7 +4,7 @@
 //   driver rank <idfile|-> <rank> <nranks> [timeout_s]
 //                                             rendezvous and exercise every call; '-': id from NCCL_COMM_ID
 //   driver threads <nranks>                   all ranks as threads of this process, sharing one id
-//   driver stranger <idfile> [silent]         connect to the root with a wrong secret (or say nothing)
+//   driver stranger <idfile> [silent]         connect to the root with junk for a challenge (or say nothing)
 //   driver abort                              abort() unblocks pending recv and barrier within a second
 //   driver watch <idfile> <rank> <nranks> <dir> <behaviour>
 //                                             watchPeers(), print "LOST <peer> <ns>" from the handler,
@@ -16,7 +16,8 @@
 //                                             exit (exit(0) without destroying), quit (_exit(0): no
 //                                             goodbye); lingering ranks destroy in order after 1.5 s
 //   driver abortlink                          raising an AbortLink ends a linked rendezvous in progress
-//   driver commid                             make an id from NCCL_COMM_ID, print "OK commid <secret hex>"
+//   driver commid [idfile]                    make an id from NCCL_COMM_ID, print "OK commid <key hex>"
+//                                             (and write the id to <idfile>)
 //   driver idle <count> <lifetime_s>          create <count> ids nobody uses, print "IDS <count>", wait
 //   driver victim <dir> <nranks>              a target for hostile peers (tests/test_bootstrap_wire.py):
 //                                             writes <dir>/root.id (an id served here) and <dir>/comm.id,
@@ -245,7 +246,7 @@ int modeThreads(int nranks) {
 }
 
 // Reads the root's address out of the id; the layout is private to bootstrap.cc (magic, flags,
-// 32-byte secret, address), which this test mirrors on purpose.
+// 32-byte key, address), which this test mirrors on purpose.
 int modeStranger(const std::string& path, bool silent) {
   UniqueId id;
   if (!readId(path, &id)) {
@@ -261,7 +262,7 @@ int modeStranger(const std::string& path, bool silent) {
     return 1;
   }
   if (!silent) {
-    std::vector<char> junk(32 + 40, 0x5a);  // a wrong secret, then something hello-shaped
+    std::vector<char> junk(40 + 72, 0x5a);  // no valid challenge, then something proof-shaped
     if (sendAll(sock.fd(), junk.data(), junk.size(), deadlineAfter(5)) != Status::kSuccess) {
       printf("OK stranger dropped while sending\n");
       return 0;
@@ -433,16 +434,17 @@ int modeAbortLink() {
   return good ? 0 : 1;
 }
 
-int modeCommId() {
+int modeCommId(const char* path) {
   UniqueId id;
   Status status = bootstrapCreateUniqueId(&id);
+  if (status == Status::kSuccess && path && !writeId(path, id)) status = Status::kSystemError;
   if (status != Status::kSuccess) {
     printf("ERROR commid: %s\n", describe(status).c_str());
     return 1;
   }
   std::string hex;
   char byte[3];
-  for (int i = 8; i < 8 + 32; ++i) {  // the secret, after magic and flags (layout as in modeStranger)
+  for (int i = 8; i < 8 + 32; ++i) {  // the key, after magic and flags (layout as in modeStranger)
     snprintf(byte, sizeof(byte), "%02x", static_cast<uint8_t>(id.bytes[i]));
     hex += byte;
   }
@@ -511,7 +513,7 @@ int main(int argc, char** argv) {
     return modeStranger(argv[2], argc > 3 && std::string(argv[3]) == "silent");
   if (mode == "abort") return modeAbort();
   if (mode == "abortlink") return modeAbortLink();
-  if (mode == "commid") return modeCommId();
+  if (mode == "commid") return modeCommId(argc > 2 ? argv[2] : nullptr);
   if (mode == "idle" && argc >= 4) return modeIdle(atoi(argv[2]), atof(argv[3]));
   if (mode == "victim" && argc >= 4) return modeVictim(argv[2], atoi(argv[3]));
   if (mode == "watch" && argc >= 7) return modeWatch(argv[2], atoi(argv[3]), atoi(argv[4]), argv[5], argv[6]);

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import random
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -22,11 +21,15 @@ from test_bootstrap_wire import (
     MAX_FRAME_BYTES,
     MAX_RANKS,
     MIB,
+    PURPOSE_PEER,
+    PURPOSE_ROOT,
+    challenge,
     driver,  # noqa: F401 - the fixture
     fd_count,
     frame,
-    handshake,
     hello,
+    peer_claim,
+    prove,
     rss_bytes,
     victim_factory,  # noqa: F401 - the fixture
 )
@@ -45,43 +48,52 @@ def _sizes(rng: random.Random) -> int:
     )
 
 
-def _listener_case(rng: random.Random, secret: bytes) -> list[bytes]:
-    """The messages of one connection to rank 0's listener."""
+# A case: the proof to give first (key, purpose, claim) or None, then raw messages.
+Case = tuple[tuple[bytes, int, bytes] | None, list[bytes]]
+
+
+def _listener_case(rng: random.Random, key: bytes) -> Case:
+    """One connection to rank 0's listener; never a valid claim of a rank below 2."""
     kind = rng.randrange(8)
     wrong = bytes(rng.randrange(256) for _ in range(32))
-    rank = rng.choice([rng.randrange(2, NRANKS), 1, 0, -1, NRANKS, INT_MIN, 2**31 - 1])
-    if kind == 0:  # wrong secret, then something frame-shaped
-        return [wrong + struct.pack("<i", rank), frame(7, b"x" * 8)]
-    if kind == 1:  # right secret, then garbage
-        return [handshake(secret, rank), rng.randbytes(rng.randrange(1, 200))]
+    rank = rng.choice([rng.randrange(2, NRANKS), 0, -1, NRANKS, INT_MIN, 2**31 - 1])
+    if kind == 0:  # wrong key, then something frame-shaped
+        return (wrong, PURPOSE_PEER, peer_claim(rank)), [frame(7, b"x" * 8)]
+    if kind == 1:  # right key, then garbage
+        return (key, PURPOSE_PEER, peer_claim(rank)), [rng.randbytes(rng.randrange(1, 200))]
     if kind == 2:  # truncated headers
-        return [handshake(secret, rank), frame(9, b"")[: rng.randrange(1, 16)]]
+        return (key, PURPOSE_PEER, peer_claim(rank)), [frame(9, b"")[: rng.randrange(1, 16)]]
     if kind == 3:  # huge sizes
-        return [handshake(secret, rank), frame(11, rng.randbytes(64), announced=_sizes(rng))]
+        return (key, PURPOSE_PEER, peer_claim(rank)), [frame(11, rng.randbytes(64), announced=_sizes(rng))]
     if kind == 4:  # reserved tags
-        return [handshake(secret, rank), frame(INT_MIN + rng.randrange(16), rng.randbytes(rng.randrange(8)))]
-    if kind == 5:  # repeated ranks (rank 1 is held by the test)
-        return [handshake(secret, 1), frame(5, b"fake!")]
-    if kind == 6:  # a secret cut short
-        return [secret[: rng.randrange(32)]]
-    return [rng.randbytes(rng.randrange(1, 300))]
+        payload = rng.randbytes(rng.randrange(8))
+        return (key, PURPOSE_PEER, peer_claim(rank)), [frame(INT_MIN + rng.randrange(16), payload)]
+    if kind == 5:  # the root's purpose at a rank's listener
+        return (key, PURPOSE_ROOT, peer_claim(rank)), [frame(5, b"fake!")]
+    if kind == 6:  # a challenge cut short
+        return None, [challenge(PURPOSE_PEER, rng.randbytes(32))[: rng.randrange(40)]]
+    return None, [rng.randbytes(rng.randrange(1, 300))]
 
 
-def _root_case(rng: random.Random, secret: bytes) -> list[bytes]:
+def _root_case(rng: random.Random, key: bytes) -> Case:
     """One connection to the root; never a valid hello, so the root stays open for the final rendezvous."""
     kind = rng.randrange(6)
-    if kind == 0:
-        return [bytes(rng.randrange(256) for _ in range(32)) + rng.randbytes(40)]
+    if kind == 0:  # wrong key
+        return (rng.randbytes(32), PURPOSE_ROOT, hello(0, 2)), []
     if kind == 1:  # bad magic
-        return [hello(secret, 0, 2, magic=(HELLO_MAGIC + 1 + rng.randrange(1 << 31)) % (1 << 32))]
+        return (
+            key,
+            PURPOSE_ROOT,
+            hello(0, 2, magic=(HELLO_MAGIC + 1 + rng.randrange(1 << 31)) % (1 << 32)),
+        ), []
     if kind == 2:  # ranks and sizes out of range
         nranks = rng.choice([0, -1, MAX_RANKS + 1, 2**31 - 1, INT_MIN])
-        return [hello(secret, rng.randrange(-5, 5), nranks)]
+        return (key, PURPOSE_ROOT, hello(rng.randrange(-5, 5), nranks)), []
     if kind == 3:
-        return [hello(secret, rng.choice([2, 5, -1]), 2)]
+        return (key, PURPOSE_ROOT, hello(rng.choice([2, 5, -1]), 2)), []
     if kind == 4:  # no address
-        return [hello(secret, 0, 2, family_ok=False)]
-    return [secret[: rng.randrange(1, 72)]]
+        return (key, PURPOSE_ROOT, hello(0, 2, family_ok=False)), []
+    return None, [challenge(PURPOSE_ROOT, rng.randbytes(32))[: rng.randrange(1, 40)]]
 
 
 def worker(
@@ -93,12 +105,15 @@ def worker(
     sent = 0
     for case in range(CASES_PER_WORKER):
         to_root = case % 4 == 3
-        messages = _root_case(rng, root_secret) if to_root else _listener_case(rng, secret)
+        proof, messages = _root_case(rng, root_secret) if to_root else _listener_case(rng, secret)
         try:
             s = socket.create_connection(root if to_root else listener, timeout=5)
         except OSError:
             continue  # refused under load: the victim's backlog is its own business
         try:
+            if proof:
+                prove(s, *proof)
+                sent += 1
             for m in messages:
                 s.sendall(m)
                 sent += 1
@@ -124,7 +139,7 @@ def test_fuzzed_rank_and_root_survive(driver: Path, victim_factory) -> None:  # 
     time.sleep(0.3)
     base_rss, base_fds = rss_bytes(v.proc.pid), fd_count(v.proc.pid)
     started = time.monotonic()
-    args = [v.listener[0], str(v.listener[1]), v.secret.hex(), v.root[0], str(v.root[1]), v.root_secret.hex()]
+    args = [v.listener[0], str(v.listener[1]), v.key.hex(), v.root[0], str(v.root[1]), v.root_key.hex()]
     workers = [
         subprocess.Popen(
             [sys.executable, __file__, "worker", str(seed), *args], stdout=subprocess.PIPE, text=True

@@ -1,8 +1,9 @@
 // TCP bootstrap: a one-shot root service hands every rank the table of listening addresses; afterwards
-// ranks exchange framed messages {tag, size, payload} directly. Each bootstrap runs one receiver thread
-// that reads all incoming connections into a mailbox keyed by (peer, tag); outgoing connections are
-// opened lazily, one per peer, and only ever written to (so closing one never discards unread data).
-// After watchPeers() every pair has a connection each way; an orderly close sends a goodbye frame
+// ranks exchange framed messages {tag, size, payload} directly. Every connection opens with the
+// challenge and response of key_proof.h, so that both ends know the other holds the job's key. Each bootstrap
+// runs one receiver thread that reads all incoming connections into a mailbox keyed by (peer, tag); outgoing
+// connections are opened lazily, one per peer, and only ever written to (so closing one never discards unread
+// data). After watchPeers() every pair has a connection each way; an orderly close sends a goodbye frame
 // first, so a connection that ends without one means the peer died (or aborted).
 #include "native/bootstrap/bootstrap.h"
 
@@ -10,6 +11,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,6 +19,7 @@
 #include <atomic>
 #include <climits>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -30,6 +33,7 @@
 #include <vector>
 
 #include "native/bootstrap/abort_link.h"
+#include "native/bootstrap/key_proof.h"
 #include "native/bootstrap/sha256.h"
 #include "native/bootstrap/socket.h"
 #include "native/common/env.h"
@@ -40,10 +44,9 @@ namespace {
 
 constexpr uint32_t kIdMagic = 0x3142'4e4d;     // "MNB1"
 constexpr uint32_t kHelloMagic = 0x4f4c'4548;  // "HELO"
-constexpr size_t kSecretBytes = 32;
 // The id names an NCCL_COMM_ID address: no service runs yet, rank 0 starts it in create().
 constexpr uint32_t kFlagRootAtRank0 = 1;
-// A connection must present the secret (and, at the root, its hello) within this time.
+// A connection must complete its challenge and response (and, at the root, its hello) within this time.
 constexpr double kHandshakeSeconds = 5.0;
 // Unauthenticated connections held at once by the root or a rank's listener (each costs a descriptor
 // for up to kHandshakeSeconds); when full, the oldest goes. Real ranks connect and authenticate within
@@ -62,7 +65,7 @@ constexpr int kReservedTagMax = INT_MIN + 15;
 constexpr uint64_t kMaxFrameBytes = 64ull << 20;
 // The most that frames from one peer may hold here before the owner takes them: past it, the receiver
 // reads that peer's connection no further (TCP then holds the sender back). The library's own traffic
-// stays far below; a peer that holds the secret cannot grow this process without bound.
+// stays far below; a peer that holds the key cannot grow this process without bound.
 constexpr uint64_t kMaxQueuedBytes = 4 * kMaxFrameBytes;
 // Payload buffers start at this size and double as bytes arrive, up to the announced size.
 constexpr size_t kFirstChunkBytes = 64 << 10;
@@ -70,30 +73,31 @@ constexpr size_t kCoalesceBytes = 4096;  // small frames go out in one write
 // A goodbye is not worth a longer wait (a peer that cannot take 16 bytes is gone or stuck).
 constexpr double kGoodbyeSeconds = 1.0;
 
-// The unique id. Peers share byte order and layout (one cluster, one build of this library).
+// The unique id. Peers share byte order and layout (one cluster, one build of this library). The key is
+// the job's: random for an id of ncclGetUniqueId, derived from NCCL_COMM_ID (and the shared secret) else.
 struct IdLayout {
   uint32_t magic;
   uint32_t flags;
-  uint8_t secret[kSecretBytes];
+  uint8_t key[kKeyBytes];
   SocketAddress root;
 };
 static_assert(sizeof(IdLayout) <= kUniqueIdBytes, "the id must fit ncclUniqueId");
 
-// Rank -> root, after the secret.
+// Rank -> root: the claim that follows the rank's proof.
 struct Hello {
   uint32_t magic;
   int32_t rank;
   int32_t nranks;
   SocketAddress listen;
 };
-// Root -> rank: status 0 and the address table, or a Status value and the error text.
-struct RootReply {
+// Acceptor -> connector after the claim: status 0 (and, from the root, the address table), or a Status
+// value and the error text.
+struct Reply {
   int32_t status;
   uint32_t bytes;
 };
-// Rank -> rank, once per connection.
-struct PeerHandshake {
-  uint8_t secret[kSecretBytes];
+// Rank -> rank: the claim that follows the connecting rank's proof, once per connection.
+struct PeerClaim {
   int32_t rank;
 };
 struct FrameHeader {
@@ -102,28 +106,79 @@ struct FrameHeader {
   uint64_t bytes;
 };
 
-bool secretMatches(const uint8_t* a, const uint8_t* b) {
-  uint8_t diff = 0;  // constant time: do not leak the matching prefix length
-  for (size_t i = 0; i < kSecretBytes; ++i) diff |= a[i] ^ b[i];
-  return diff == 0;
+// A warning that shows without NCCL_DEBUG too: it is about who else can join the job.
+void warnAlways(const std::string& text) {
+  const std::string level = envString("NCCL_DEBUG");
+  if (strcasecmp(level.c_str(), "WARN") == 0 || strcasecmp(level.c_str(), "INFO") == 0 ||
+      strcasecmp(level.c_str(), "TRACE") == 0)
+    logWarn("%s", text.c_str());
+  else
+    fprintf(stderr, "mscclpp-nccl WARN %s\n", text.c_str());
 }
 
-// NCCL_COMM_ID mode: every process must derive the same secret without talking. With
-// MSCCLPP_NCCL_COMM_SECRET set, the secret is SHA-256 of that variable's text (any text, hex or not, used
-// as is); without it, of NCCL_COMM_ID's text, which only keeps apart unrelated jobs that happen to use
-// the same port and protects nothing from anyone who knows NCCL_COMM_ID.
-void deriveCommIdSecret(const std::string& commId, const SocketAddress& root, uint8_t* out) {
-  static_assert(kSecretBytes == 32, "the secret is one SHA-256 digest");
+// NCCL_COMM_ID mode: every process must derive the same key without talking. With
+// MSCCLPP_NCCL_COMM_SECRET set, the key is an HMAC of NCCL_COMM_ID's text under the SHA-256 of the secret
+// text (any text, hex or not, used as is), so that it is bound to this job's address as well; without it,
+// the key is SHA-256 of NCCL_COMM_ID's text, which keeps apart unrelated jobs that happen to use the same
+// port and protects nothing from anyone who knows NCCL_COMM_ID.
+void deriveCommIdKey(const std::string& commId, uint8_t* out) {
+  static_assert(kKeyBytes == 32, "the key is one SHA-256 digest");
   const std::string shared = envString("MSCCLPP_NCCL_COMM_SECRET");
-  if (!shared.empty()) return sha256("mscclpp-nccl comm secret:" + shared, out);
+  if (!shared.empty()) {
+    uint8_t secret[32];
+    sha256("mscclpp-nccl comm secret:" + shared, secret);
+    return hmacSha256(secret, sizeof(secret), "mscclpp-nccl comm id:" + commId, out);
+  }
   sha256("mscclpp-nccl comm id:" + commId, out);
   static std::atomic<bool> warned{false};
-  if (!isLoopback(root) && !warned.exchange(true))
-    logWarn(
-        "bootstrap: NCCL_COMM_ID=%s is reachable from other hosts and MSCCLPP_NCCL_COMM_SECRET is not set: "
-        "anyone who knows NCCL_COMM_ID can join the rendezvous; set MSCCLPP_NCCL_COMM_SECRET to the same "
-        "secret text for every rank",
-        commId.c_str());
+  if (!warned.exchange(true))
+    warnAlways("bootstrap: NCCL_COMM_ID=" + commId +
+               " is used without MSCCLPP_NCCL_COMM_SECRET: any local user (and, off loopback, anyone who can "
+               "reach that address) who knows NCCL_COMM_ID can join this job's rendezvous and read or forge "
+               "its messages; set MSCCLPP_NCCL_COMM_SECRET to the same secret text for every rank");
+}
+
+// The acceptor's half of key_proof.h: checks the challenge and sends a fresh nonce with its proof, into a
+// socket buffer that has room for it (a new connection's). False: drop the connection.
+bool answerChallenge(int fd, const uint8_t* key, KeyPurpose purpose, const Challenge& challenge,
+                     uint8_t* nonce) {
+  if (challenge.magic != kChallengeMagic || challenge.purpose != static_cast<uint32_t>(purpose)) return false;
+  Answer answer;
+  if (!ok(randomBytes(answer.nonce, kNonceBytes))) return false;
+  acceptorProof(key, purpose, challenge.nonce, answer.nonce, answer.proof);
+  memcpy(nonce, answer.nonce, kNonceBytes);
+  return ::send(fd, &answer, sizeof(answer), MSG_NOSIGNAL | MSG_DONTWAIT) ==
+         static_cast<ssize_t>(sizeof(answer));
+}
+
+// The connector's half: challenges the acceptor on `fd`, checks its proof and sends ours with `claim`.
+// kRemoteError with the reason when the acceptor did not prove that it holds the key.
+Status proveKey(int fd, const uint8_t* key, KeyPurpose purpose, const void* claim, size_t claimBytes,
+                Deadline deadline, const std::atomic<bool>* abortFlag) {
+  Challenge challenge;
+  challenge.magic = kChallengeMagic;
+  challenge.purpose = static_cast<uint32_t>(purpose);
+  MSCCLPP_TRY(randomBytes(challenge.nonce, kNonceBytes));
+  MSCCLPP_TRY(sendAll(fd, &challenge, sizeof(challenge), deadline, abortFlag));
+  Answer answer;
+  MSCCLPP_TRY(recvAll(fd, &answer, sizeof(answer), deadline, abortFlag));
+  uint8_t expected[kProofBytes];
+  acceptorProof(key, purpose, challenge.nonce, answer.nonce, expected);
+  if (!proofsEqual(expected, answer.proof))
+    return fail(Status::kRemoteError, "it did not prove that it holds this job's key");
+  std::string message(kProofBytes, '\0');
+  connectorProof(key, purpose, challenge.nonce, answer.nonce, claim, claimBytes,
+                 reinterpret_cast<uint8_t*>(&message[0]));
+  message.append(static_cast<const char*>(claim), claimBytes);
+  return sendAll(fd, message.data(), message.size(), deadline, abortFlag);
+}
+
+// The acceptor checks the connector's proof over the claim that follows it in `buf`.
+bool claimProven(const uint8_t* key, KeyPurpose purpose, const Challenge& challenge, const uint8_t* nonce,
+                 const uint8_t* buf, size_t claimBytes) {
+  uint8_t expected[kProofBytes];
+  connectorProof(key, purpose, challenge.nonce, nonce, buf + kProofBytes, claimBytes, expected);
+  return proofsEqual(expected, buf);
 }
 
 // Makes room for one more unauthenticated connection in `conns` (oldest first): when kMaxPendingConnections
@@ -148,11 +203,11 @@ int pollTimeoutMs(Deadline wake) {
 
 class RootService {
  public:
-  RootService(Socket listener, const uint8_t* secret, double timeoutSeconds)
+  RootService(Socket listener, const uint8_t* key, double timeoutSeconds)
       : listener_(std::move(listener)),
         timeout_(timeoutSeconds),
         idleDeadline_(deadlineAfter(timeoutSeconds)) {
-    memcpy(secret_, secret, kSecretBytes);
+    memcpy(key_, key, kKeyBytes);
   }
 
   void run() {
@@ -209,7 +264,10 @@ class RootService {
   struct Pending {
     Socket sock;
     Deadline deadline;
-    uint8_t buf[kSecretBytes + sizeof(Hello)];
+    bool answered = false;  // our answer went out: the rank's proof and hello come next
+    Challenge challenge;
+    uint8_t nonce[kNonceBytes];  // ours
+    uint8_t buf[kProofBytes + sizeof(Hello)];
     size_t have = 0;
   };
 
@@ -230,20 +288,31 @@ class RootService {
 
   void servePending(Pending& p) {
     if (!p.sock.valid()) return;
-    long n = readSome(p.sock.fd(), p.buf + p.have, sizeof(p.buf) - p.have);
+    uint8_t* into = p.answered ? p.buf : reinterpret_cast<uint8_t*>(&p.challenge);
+    const size_t want = p.answered ? sizeof(p.buf) : sizeof(p.challenge);
+    long n = readSome(p.sock.fd(), into + p.have, want - p.have);
     if (n < 0) {
       p.sock.close();
       return;
     }
     p.have += static_cast<size_t>(n);
-    if (p.have >= kSecretBytes && !secretMatches(p.buf, secret_)) {
-      MSCCLPP_INFO(kBootstrap, "bootstrap root: dropping a connection with a wrong secret");
+    if (p.have < want) return;
+    p.have = 0;
+    if (!p.answered) {
+      p.answered = answerChallenge(p.sock.fd(), key_, KeyPurpose::kRoot, p.challenge, p.nonce);
+      if (!p.answered) {
+        MSCCLPP_INFO(kBootstrap, "bootstrap root: dropping a connection that sent no valid challenge");
+        p.sock.close();
+      }
+      return;
+    }
+    if (!claimProven(key_, KeyPurpose::kRoot, p.challenge, p.nonce, p.buf, sizeof(Hello))) {
+      MSCCLPP_INFO(kBootstrap, "bootstrap root: dropping a connection that did not prove the key");
       p.sock.close();
       return;
     }
-    if (p.have < sizeof(p.buf)) return;
     Hello hello;
-    memcpy(&hello, p.buf + kSecretBytes, sizeof(hello));
+    memcpy(&hello, p.buf + kProofBytes, sizeof(hello));
     onHello(std::move(p.sock), hello);
   }
 
@@ -325,7 +394,7 @@ class RootService {
   }
 
   static void reply(const Socket& sock, Status status, const std::string& payload) {
-    RootReply header = {static_cast<int32_t>(status), static_cast<uint32_t>(payload.size())};
+    Reply header = {static_cast<int32_t>(status), static_cast<uint32_t>(payload.size())};
     std::string message(reinterpret_cast<const char*>(&header), sizeof(header));
     message += payload;
     // Best effort: a rank that cannot take its answer in time fails on its own deadline.
@@ -333,7 +402,7 @@ class RootService {
   }
 
   Socket listener_;
-  uint8_t secret_[kSecretBytes];
+  uint8_t key_[kKeyBytes];
   const double timeout_;
   std::vector<Pending> pending_;
   int nranks_ = -1;
@@ -346,9 +415,9 @@ class RootService {
   bool done_ = false;
 };
 
-Status startRootService(Socket listener, const uint8_t* secret, double timeoutSeconds) {
+Status startRootService(Socket listener, const uint8_t* key, double timeoutSeconds) {
   try {
-    auto service = std::make_unique<RootService>(std::move(listener), secret, timeoutSeconds);
+    auto service = std::make_unique<RootService>(std::move(listener), key, timeoutSeconds);
     std::thread([service = std::move(service)]() {
       try {
         service->run();
@@ -389,7 +458,7 @@ class LiveBootstraps {
 
 class TcpBootstrap final : public Bootstrap {
  public:
-  TcpBootstrap(int rank, int nranks, double timeoutSeconds, const uint8_t* secret)
+  TcpBootstrap(int rank, int nranks, double timeoutSeconds, const uint8_t* key)
       : rank_(rank),
         nranks_(nranks),
         timeout_(timeoutSeconds),
@@ -397,7 +466,7 @@ class TcpBootstrap final : public Bootstrap {
         peerClosed_(nranks, 0),
         peerLost_(nranks, 0),
         queuedBytes_(nranks, 0) {
-    memcpy(secret_, secret, kSecretBytes);
+    memcpy(key_, key, kKeyBytes);
     for (int i = 0; i < nranks; ++i) out_.push_back(std::make_unique<Outgoing>());
     LiveBootstraps::get().add(this);
   }
@@ -445,7 +514,10 @@ class TcpBootstrap final : public Bootstrap {
     Socket sock;
     int peer = -1;  // -1 until the handshake is complete
     Deadline handshakeDeadline;
-    uint8_t head[sizeof(PeerHandshake)];  // handshake, then each frame header
+    bool answered = false;  // our answer went out: the peer's proof and claim come next
+    Challenge challenge;
+    uint8_t nonce[kNonceBytes];                     // ours
+    uint8_t head[kProofBytes + sizeof(PeerClaim)];  // proof and claim, then each frame header
     size_t have = 0;
     bool inPayload = false;
     FrameHeader header;
@@ -469,13 +541,15 @@ class TcpBootstrap final : public Bootstrap {
   void receiverMain();
   void receiverLoop();
   bool serveIncoming(Incoming& in);
+  // One step of the handshake of a connection to our listener: 1 progress, 0 nothing to read now, -1 close.
+  int serveHandshake(Incoming& in);
   void stop();
   Status abortedError() const { return fail(Status::kRemoteError, "bootstrap rank %d: aborted", rank_); }
 
   const int rank_;
   const int nranks_;
   const double timeout_;
-  uint8_t secret_[kSecretBytes];
+  uint8_t key_[kKeyBytes];
   std::vector<SocketAddress> peers_;
   Socket listener_;
   SocketAddress listenAddr_;
@@ -511,7 +585,7 @@ Status TcpBootstrap::init(const IdLayout& id) {
       return fail(Status::kSystemError, "bootstrap: rank 0 cannot serve NCCL_COMM_ID=%s: %s",
                   rootText.c_str(), why.c_str());
     }
-    MSCCLPP_TRY(startRootService(std::move(listener), id.secret, timeout_));
+    MSCCLPP_TRY(startRootService(std::move(listener), id.key, timeout_));
   }
 
   // Ranks of a loopback root are all on this host; otherwise listen where NCCL_SOCKET_IFNAME points.
@@ -537,17 +611,25 @@ Status TcpBootstrap::init(const IdLayout& id) {
     return fail(status, "bootstrap: rank %d could not reach the root at %s within %g s: %s", rank_,
                 rootText.c_str(), timeout_, why.c_str());
   }
-  uint8_t hello[kSecretBytes + sizeof(Hello)];
-  Hello fields;
-  memset(&fields, 0, sizeof(fields));
-  fields.magic = kHelloMagic;
-  fields.rank = rank_;
-  fields.nranks = nranks_;
-  fields.listen = listenAddr_;
-  memcpy(hello, secret_, kSecretBytes);
-  memcpy(hello + kSecretBytes, &fields, sizeof(fields));
-  RootReply reply = {0, 0};
-  status = sendAll(root.fd(), hello, sizeof(hello), deadlineAfter(timeout_), &aborted_);
+  Hello hello;
+  memset(&hello, 0, sizeof(hello));
+  hello.magic = kHelloMagic;
+  hello.rank = rank_;
+  hello.nranks = nranks_;
+  hello.listen = listenAddr_;
+  Reply reply = {0, 0};
+  // The root answers a challenge at once: a port that stays silent is not our root.
+  status = proveKey(root.fd(), key_, KeyPurpose::kRoot, &hello, sizeof(hello),
+                    deadlineAfter(std::min(timeout_, kHandshakeSeconds)), &aborted_);
+  if (aborted_.load()) return abortedError();
+  if (status == Status::kRemoteError || status == Status::kTimeout) {
+    std::string why = lastError();
+    return fail(
+        Status::kRemoteError,
+        "bootstrap: rank %d: refusing the root at %s: %s (another process on its port, or a unique id "
+        "or NCCL_COMM_ID / MSCCLPP_NCCL_COMM_SECRET that differs from the other ranks'?)",
+        rank_, rootText.c_str(), why.c_str());
+  }
   if (ok(status))
     status =
         recvAll(root.fd(), &reply, sizeof(reply), deadlineAfter(timeout_ + kRootGraceSeconds), &aborted_);
@@ -658,16 +740,25 @@ Status TcpBootstrap::connectPeer(Outgoing& out, int peer) {
     return fail(status, "bootstrap: rank %d cannot connect to rank %d at %s: %s", rank_, peer,
                 addressToString(peers_[peer]).c_str(), why.c_str());
   }
-  PeerHandshake handshake;
-  memset(&handshake, 0, sizeof(handshake));
-  memcpy(handshake.secret, secret_, kSecretBytes);
-  handshake.rank = rank_;
   out.sock = std::move(sock);
   out.liveFd.store(out.sock.fd());
   if (aborted_.load()) return abortedError();  // abort() may have missed the new descriptor
-  status = sendAll(out.sock.fd(), &handshake, sizeof(handshake), deadlineAfter(timeout_), &aborted_);
-  if (!ok(status)) out.broken = true;
-  return status;
+  const PeerClaim claim = {rank_};
+  const Deadline handshake = deadlineAfter(std::min(timeout_, kHandshakeSeconds));
+  status = proveKey(out.sock.fd(), key_, KeyPurpose::kPeer, &claim, sizeof(claim), handshake, &aborted_);
+  Reply verdict = {0, 0};
+  if (ok(status)) status = recvAll(out.sock.fd(), &verdict, sizeof(verdict), handshake, &aborted_);
+  if (ok(status) && verdict.status != 0) {
+    std::string text(std::min<uint32_t>(verdict.bytes, 4096), '\0');
+    if (!ok(recvAll(out.sock.fd(), &text[0], text.size(), handshake, &aborted_))) text = "(message lost)";
+    status = fail(Status::kRemoteError, "it refused this rank: %s", text.c_str());
+  }
+  if (ok(status)) return status;
+  out.broken = true;
+  if (aborted_.load()) return abortedError();
+  std::string why = lastError();
+  return fail(Status::kRemoteError, "bootstrap: rank %d: connecting to rank %d at %s: %s", rank_, peer,
+              addressToString(peers_[peer]).c_str(), why.c_str());
 }
 
 Status TcpBootstrap::sendFrame(int peer, int tag, const void* data, size_t bytes) {
@@ -1017,29 +1108,45 @@ void TcpBootstrap::receiverLoop() {
   }
 }
 
+int TcpBootstrap::serveHandshake(Incoming& in) {
+  uint8_t* into = in.answered ? in.head : reinterpret_cast<uint8_t*>(&in.challenge);
+  const size_t want = in.answered ? sizeof(in.head) : sizeof(in.challenge);
+  long n = readSome(in.sock.fd(), into + in.have, want - in.have);
+  if (n <= 0) return n == 0 ? 0 : -1;
+  in.have += static_cast<size_t>(n);
+  if (in.have < want) return 1;
+  in.have = 0;
+  if (!in.answered) {
+    in.answered = answerChallenge(in.sock.fd(), key_, KeyPurpose::kPeer, in.challenge, in.nonce);
+    if (in.answered) return 1;
+    MSCCLPP_INFO(kBootstrap, "bootstrap: rank %d: dropping a connection that sent no valid challenge", rank_);
+    return -1;
+  }
+  if (!claimProven(key_, KeyPurpose::kPeer, in.challenge, in.nonce, in.head, sizeof(PeerClaim))) {
+    MSCCLPP_INFO(kBootstrap, "bootstrap: rank %d: dropping a connection that did not prove the key", rank_);
+    return -1;
+  }
+  PeerClaim claim;
+  memcpy(&claim, in.head + kProofBytes, sizeof(claim));
+  if (claim.rank < 0 || claim.rank >= nranks_ || claim.rank == rank_) return -1;
+  if (peerClaimed_[claim.rank]) {  // refused before it is tied to the rank: its end is no loss
+    logWarn("bootstrap: rank %d: dropping a second connection that claims to be rank %d", rank_, claim.rank);
+    return -1;
+  }
+  const Reply verdict = {0, 0};
+  if (::send(in.sock.fd(), &verdict, sizeof(verdict), MSG_NOSIGNAL | MSG_DONTWAIT) != sizeof(verdict))
+    return -1;
+  peerClaimed_[claim.rank] = 1;
+  in.peer = claim.rank;
+  return 1;
+}
+
 // Reads what is available on one connection; false when the connection is to be closed.
 bool TcpBootstrap::serveIncoming(Incoming& in) {
   for (;;) {
     if (in.peer < 0) {
-      long n = readSome(in.sock.fd(), in.head + in.have, sizeof(PeerHandshake) - in.have);
-      if (n <= 0) return n == 0;
-      in.have += static_cast<size_t>(n);
-      if (in.have >= kSecretBytes && !secretMatches(in.head, secret_)) {
-        MSCCLPP_INFO(kBootstrap, "bootstrap: rank %d: dropping a connection with a wrong secret", rank_);
-        return false;
-      }
-      if (in.have < sizeof(PeerHandshake)) continue;
-      PeerHandshake handshake;
-      memcpy(&handshake, in.head, sizeof(handshake));
-      if (handshake.rank < 0 || handshake.rank >= nranks_ || handshake.rank == rank_) return false;
-      if (peerClaimed_[handshake.rank]) {  // refused before it is tied to the rank: its end is no loss
-        logWarn("bootstrap: rank %d: dropping a second connection that claims to be rank %d", rank_,
-                handshake.rank);
-        return false;
-      }
-      peerClaimed_[handshake.rank] = 1;
-      in.peer = handshake.rank;
-      in.have = 0;
+      const int progress = serveHandshake(in);
+      if (progress <= 0) return progress == 0;
       continue;
     }
     if (!in.inPayload) {
@@ -1121,16 +1228,16 @@ Status bootstrapCreateUniqueId(UniqueId* out, bool ignoreCommIdEnv) {
       return fail(Status::kInvalidArgument, "bootstrap: NCCL_COMM_ID=%s: %s", commId.c_str(), why.c_str());
     }
     id.flags = kFlagRootAtRank0;
-    deriveCommIdSecret(commId, id.root, id.secret);
+    deriveCommIdKey(commId, id.key);
   } else {
     SocketAddress local;
     std::string ifName;
     MSCCLPP_TRY(selectInterfaceAddress(&local, &ifName));
-    if (!ok(randomBytes(id.secret, kSecretBytes)))
-      return fail(Status::kSystemError, "bootstrap: cannot read random bytes for the unique id secret");
+    if (!ok(randomBytes(id.key, kKeyBytes)))
+      return fail(Status::kSystemError, "bootstrap: cannot read random bytes for the unique id's key");
     Socket listener;
     MSCCLPP_TRY(listenSocket(local, &listener, &id.root));
-    MSCCLPP_TRY(startRootService(std::move(listener), id.secret, bootstrapTimeoutSeconds()));
+    MSCCLPP_TRY(startRootService(std::move(listener), id.key, bootstrapTimeoutSeconds()));
     MSCCLPP_INFO(kBootstrap, "bootstrap: root service listening on %s (%s)", addressToString(id.root).c_str(),
                  ifName.c_str());
   }
@@ -1154,7 +1261,7 @@ Status Bootstrap::create(const UniqueId& id, int rank, int nranks, double timeou
                 "bootstrap: invalid unique id (not made by this library's ncclGetUniqueId?)");
   if (!(timeoutSeconds > 0)) timeoutSeconds = bootstrapTimeoutSeconds();
   try {
-    auto bootstrap = std::make_unique<TcpBootstrap>(rank, nranks, timeoutSeconds, layout.secret);
+    auto bootstrap = std::make_unique<TcpBootstrap>(rank, nranks, timeoutSeconds, layout.key);
     bootstrap->attachAbortLink(link);
     MSCCLPP_TRY(bootstrap->init(layout));
     *out = std::move(bootstrap);
