@@ -584,9 +584,55 @@ def test_file_errors_are_system_errors(driver: Path, tmp_path: Path) -> None:
     assert "status 2" in directory.stderr
 
 
-def test_oversized_file_is_refused(driver: Path, tmp_path: Path) -> None:
-    text = json.dumps(EXAMPLE) + " " * (16 << 20)
-    assert "larger than the limit of 16777216 bytes" in load_error(driver, tmp_path, text)
+# The bounds a table file must keep (native/algorithms/tuning_table.cc): beyond them it is refused, with a
+# message, and the selector uses its built-in rules.
+MAX_TABLE_BYTES = 1 << 20
+MAX_ENTRIES = 4096
+MAX_RULES = 256
+MAX_VALUES = 1 << 17
+
+
+def test_tuning_size_file_over_the_cap_is_refused(driver: Path, tmp_path: Path) -> None:
+    base = json.dumps(EXAMPLE)
+    at_cap = base + " " * (MAX_TABLE_BYTES - len(base))
+    assert _run(driver, [str(_write(tmp_path, at_cap))]).returncode == 0
+    over = at_cap + " "
+    assert f"larger than the limit of {MAX_TABLE_BYTES} bytes" in load_error(driver, tmp_path, over)
+    # A 10 MB file (the size that took 170 MB and a second to load) is refused after reading 1 MiB.
+    huge = base + " " * (10 << 20)
+    assert f"larger than the limit of {MAX_TABLE_BYTES} bytes" in load_error(driver, tmp_path, huge)
+
+
+def test_tuning_size_entries_are_bounded(driver: Path, tmp_path: Path) -> None:
+    one = entry([rule(None, ONE_SHOT)])
+    compact = json.dumps(table(*[one] * MAX_ENTRIES))  # inside the byte cap
+    assert _run(driver, [str(_write(tmp_path, compact))]).returncode == 0
+    error = load_error(driver, tmp_path, json.dumps(table(*[one] * (MAX_ENTRIES + 1))))
+    assert f"entries: more than {MAX_ENTRIES} entries" in error
+
+
+def test_tuning_size_rules_are_bounded(driver: Path, tmp_path: Path) -> None:
+    rules = [rule(i, ONE_SHOT) for i in range(MAX_RULES)]
+    assert _run(driver, [str(_write(tmp_path, table(entry(rules))))]).returncode == 0
+    error = load_error(driver, tmp_path, table(entry([*rules, rule(None, ONE_SHOT)])))
+    assert f"entries[0].rules: more than {MAX_RULES} rules" in error
+
+
+def test_tuning_size_values_are_bounded(driver: Path, tmp_path: Path) -> None:
+    """Many small values inside the byte cap (keys or numbers) are refused before they are built."""
+    doc = json.dumps(EXAMPLE)[:-1] + ', "padding": [' + ",".join(["0"] * MAX_VALUES) + "]}"
+    assert len(doc) < MAX_TABLE_BYTES
+    assert f"more than {MAX_VALUES} values" in load_error(driver, tmp_path, doc)
+
+
+def test_tuning_size_load_hands_back_the_bytes_it_parsed(driver: Path, tmp_path: Path) -> None:
+    """The selector's fingerprint hashes the bytes load() read and parsed, not a second read."""
+    data = json.dumps(EXAMPLE, indent=1).encode()
+    result = _run(driver, ["--bytes", str(_write(tmp_path, data)), ONE_SHOT, TWO_SHOT, EXCHANGE, P2P])
+    fnv = 1469598103934665603
+    for byte in data:
+        fnv = ((fnv ^ byte) * 1099511628211) % (1 << 64)
+    assert result.stdout == f"bytes {len(data)} fnv {fnv}\n", result.stdout + result.stderr
 
 
 def test_truncated_and_corrupted_tables_fail_cleanly(driver: Path, tmp_path: Path) -> None:

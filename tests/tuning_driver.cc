@@ -7,6 +7,9 @@
 //     through filtered() and the per-call form, and prints "MISMATCH" if they disagree.
 //   tuning_driver --parse TABLE [ALGORITHM...]
 //     The same, but reads TABLE itself and goes through TuningTable::parse.
+//   tuning_driver --bytes TABLE [ALGORITHM...]
+//     Loads TABLE and prints "bytes N fnv H": the size and FNV-1a hash of the bytes load() parsed
+//     (and returned for the selector's fingerprint).
 //   tuning_driver --json FILE
 //     Parses FILE and prints it back as compact JSON (floats always with '.' or an exponent, so that
 //     Python's json reads the same int/float types).
@@ -124,6 +127,18 @@ int dumpJson(const char* path) {
   return 0;
 }
 
+int loadedBytes(const char* path, std::vector<std::string> known) {
+  if (known.empty()) known = {"allreduce_one_shot_packet"};
+  TuningTable table;
+  std::string bytes;
+  Status status = TuningTable::load(path, known, &table, &bytes);
+  if (status != Status::kSuccess) return error(mscclpp_nccl::lastError(), static_cast<int>(status));
+  unsigned long long hash = 1469598103934665603ull;
+  for (unsigned char c : bytes) hash = (hash ^ c) * 1099511628211ull;
+  printf("bytes %zu fnv %llu\n", bytes.size(), hash);
+  return 0;
+}
+
 std::string describe(const TuningChoice* choice) {
   if (!choice) return "none";
   return choice->algorithm + " " + std::to_string(choice->blocks) + " " + std::to_string(choice->threads) +
@@ -153,6 +168,7 @@ bool parseQuery(const std::string& line, TuningKey* key) {
 
 int main(int argc, char** argv) {
   if (argc >= 3 && std::string(argv[1]) == "--json") return dumpJson(argv[2]);
+  if (argc >= 3 && std::string(argv[1]) == "--bytes") return loadedBytes(argv[2], {argv + 3, argv + argc});
   bool fromString = argc >= 2 && std::string(argv[1]) == "--parse";
   if (argc < 2 + fromString) {
     fprintf(stderr, "usage: %s [--parse] TABLE [ALGORITHM...] | --json FILE\n", argv[0]);

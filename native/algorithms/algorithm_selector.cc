@@ -63,16 +63,6 @@ std::string shippedTablePath() {
   return library.substr(0, slash) + "/../tuning/default.json";
 }
 
-std::string readFile(const std::string& path) {
-  FILE* file = fopen(path.c_str(), "rb");
-  if (!file) return "";
-  std::string text;
-  char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), file)) > 0;) text.append(buffer, n);
-  fclose(file);
-  return text;
-}
-
 size_t wordsOf(size_t bytes) { return (bytes + kPacketPayloadBytes - 1) / kPacketPayloadBytes; }
 
 }  // namespace
@@ -89,10 +79,11 @@ void AlgorithmSelector::init(const std::string& gpuName, int nranks, int ranksPe
   if (path.empty()) path = shippedTablePath();
   if (!path.empty() && fileExists(path)) {
     TuningTable full;
-    if (TuningTable::load(path, algorithmNames(), &full) == Status::kSuccess) {
+    std::string bytes;  // the fingerprint hashes what was parsed: the file is read once, bounded
+    if (TuningTable::load(path, algorithmNames(), &full, &bytes) == Status::kSuccess) {
       table_ = full.filtered(gpuName, nranks, ranksPerGpu);
       table_.source = path;
-      fingerprint_ = fnv1a(readFile(path), fingerprint_);
+      fingerprint_ = fnv1a(bytes, fingerprint_);
       MSCCLPP_INFO(kTuning, "tuning table %s: %zu of %zu entries apply to %s, %d ranks, %d per GPU",
                    path.c_str(), table_.entryCount(), full.entryCount(), gpuName.c_str(), nranks,
                    ranksPerGpu);

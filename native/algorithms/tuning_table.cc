@@ -15,6 +15,13 @@ namespace {
 
 constexpr const char* kFormat = "mscclpp-nccl-tuning";
 constexpr int64_t kVersion = 1;
+// A machine's table has tens of entries (the shipped one: 42 in 20 KB). Every communicator init reads
+// it, so a runaway or hostile file must not cost much memory or time there (a 10 MB file of a million
+// keys took 170 MB and a second): beyond these bounds it is refused and the built-in rules apply.
+constexpr size_t kMaxTableBytes = 1u << 20;
+constexpr size_t kMaxEntries = 4096;
+constexpr size_t kMaxRules = 256;  // per entry
+constexpr size_t kMaxValues = 1u << 17;
 constexpr const char* kCollectives[] = {"all_reduce", "reduce_scatter", "all_gather", "alltoall", "broadcast",
                                         "reduce",     "gather",         "scatter",    "sendrecv"};
 
@@ -47,6 +54,8 @@ class TuningTableBuilder {
     const JsonValue* list = doc.get("entries");
     if (!list) return bad(doc, "document", "missing field \"entries\"");
     if (!list->isArray()) return bad(*list, "entries", "expected an array, got " + describe(*list));
+    if (list->asArray().size() > kMaxEntries)
+      return bad(*list, "entries", "more than " + std::to_string(kMaxEntries) + " entries");
     for (size_t i = 0; i < list->asArray().size(); ++i) {
       entries->emplace_back();
       if (!buildEntry(list->asArray()[i], "entries[" + std::to_string(i) + "]", &entries->back()))
@@ -58,8 +67,11 @@ class TuningTableBuilder {
   // Parses `json` into *out (left empty on failure, with the reason in *error).
   static bool parse(const std::string& json, const std::vector<std::string>& knownAlgorithms,
                     TuningTable* out, std::string* error) {
+    JsonLimits limits;
+    limits.maxBytes = kMaxTableBytes;
+    limits.maxValues = kMaxValues;
     JsonValue doc;
-    if (!parseJson(json, &doc, error)) return false;
+    if (!parseJson(json, &doc, error, limits)) return false;
     TuningTableBuilder builder(json, knownAlgorithms);
     TuningTable table;
     if (!builder.build(doc, &table.entries_)) {
@@ -119,6 +131,8 @@ class TuningTableBuilder {
     if (!rules->isArray()) return bad(*rules, path + ".rules", "expected an array, got " + describe(*rules));
     if (rules->asArray().empty())
       return bad(*rules, path + ".rules", "is empty: an entry needs at least one rule");
+    if (rules->asArray().size() > kMaxRules)
+      return bad(*rules, path + ".rules", "more than " + std::to_string(kMaxRules) + " rules");
     for (size_t i = 0; i < rules->asArray().size(); ++i) {
       std::string rulePath = path + ".rules[" + std::to_string(i) + "]";
       entry->rules.emplace_back();
@@ -283,13 +297,14 @@ Status TuningTable::parse(const std::string& json, const std::vector<std::string
 }
 
 Status TuningTable::load(const std::string& path, const std::vector<std::string>& knownAlgorithms,
-                         TuningTable* out) {
+                         TuningTable* out, std::string* bytes) {
   *out = TuningTable();
+  if (bytes) bytes->clear();
   FILE* file = fopen(path.c_str(), "rb");
   if (!file)
     return fail(Status::kSystemError, "cannot open tuning table %s: %s", path.c_str(), strerror(errno));
-  // Stop reading once past the parser's limit: an oversized file (or /dev/zero) is refused, not slurped.
-  const size_t limit = JsonLimits().maxBytes;
+  // Stop reading once past the limit: an oversized file (or /dev/zero) is refused, not slurped.
+  const size_t limit = kMaxTableBytes;
   std::string text;
   char buffer[16384];
   size_t n;
@@ -305,6 +320,7 @@ Status TuningTable::load(const std::string& path, const std::vector<std::string>
   if (!TuningTableBuilder::parse(text, knownAlgorithms, out, &error))
     return fail(Status::kInvalidArgument, "tuning table %s: %s", path.c_str(), error.c_str());
   out->source = path;
+  if (bytes) *bytes = std::move(text);
   return Status::kSuccess;
 }
 

@@ -1,7 +1,7 @@
 // The per-machine tuning table: which algorithm and launch shape to use for a collective, by GPU model,
 // communicator shape, element size and message size. Written by the Python tuner, read by the selector.
 //
-// Format (JSON, at most 16 MiB):
+// Format (JSON, at most 1 MiB, 4096 entries and 256 rules an entry):
 //
 //   {"format": "mscclpp-nccl-tuning", "version": 1,
 //    "entries": [
@@ -66,9 +66,11 @@ class TuningTable {
   // entry/rule index and field, and the line and column; *out is left empty.
   static Status parse(const std::string& json, const std::vector<std::string>& knownAlgorithms,
                       TuningTable* out);
-  // parse() of a file, setting `source` to `path`. A file that cannot be read gives kSystemError.
+  // parse() of a file, setting `source` to `path`. A file that cannot be read gives kSystemError. The
+  // file is read once, and at most 1 MiB of it: on success *bytes (when given) holds what was parsed,
+  // for a fingerprint of exactly that.
   static Status load(const std::string& path, const std::vector<std::string>& knownAlgorithms,
-                     TuningTable* out);
+                     TuningTable* out, std::string* bytes = nullptr);
 
   // The rule for `key`, or false when no entry matches.
   bool lookup(const TuningKey& key, TuningChoice* out) const;
