@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+import resource
+import selectors
 import socket
 import subprocess
 import sys
@@ -26,6 +28,7 @@ SOURCES = [
     "native/common/env.cc",
     "native/common/json.cc",
     "native/common/logging.cc",
+    "native/common/threads.cc",
     "native/transport/fd_passing.cc",
     "tests/fd_passing_driver.cc",
 ]
@@ -33,6 +36,7 @@ RANK_TIMEOUT_S = 60
 LATE_MS = 1500  # how long the late rank keeps the exchange open for the stranger
 STRANGER_WAIT_S = 30.0
 NOBODY = 65534
+FLOOD_S = LATE_MS / 1000 + 2.5  # how long the flooder keeps the backlog full: past the late rank's exchange
 
 
 @pytest.fixture(scope="session")
@@ -84,6 +88,17 @@ def descriptor_sockets() -> set[str]:
         return {line.split()[-1] for line in table if line.split()[-1].startswith("@mscclpp-nccl.")}
 
 
+def next_socket(before: set[str]) -> str | None:
+    """The address of the first descriptor socket not in `before` to appear, or None after a while."""
+    deadline = time.monotonic() + STRANGER_WAIT_S
+    while not (new := descriptor_sockets() - before):
+        if time.monotonic() > deadline:
+            print("RESULT no descriptor socket appeared", flush=True)
+            return None
+        time.sleep(0.002)
+    return "\0" + min(new)[1:]
+
+
 def stranger(action: str, uid: int) -> None:
     """Script mode: connects to the next descriptor socket that appears and sends `action`'s bytes, then
     prints how the connection ended and how many descriptors came."""
@@ -93,14 +108,10 @@ def stranger(action: str, uid: int) -> None:
         os.setgid(uid)
         os.setuid(uid)
     print(f"READY pid {os.getpid()} uid {os.geteuid()}", flush=True)
-    deadline = time.monotonic() + STRANGER_WAIT_S
-    while not (new := descriptor_sockets() - before):
-        if time.monotonic() > deadline:
-            print("RESULT no descriptor socket appeared", flush=True)
-            return
-        time.sleep(0.002)
+    if (address := next_socket(before)) is None:
+        return
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.connect("\0" + min(new)[1:])
+    conn.connect(address)
     payload = {"nothing": b"", "byte": b"x", "hello": os.urandom(16)}[action]
     if payload:
         conn.sendall(payload)
@@ -125,11 +136,51 @@ def stranger(action: str, uid: int) -> None:
     print(f"RESULT {outcome} after {after:.3f} s fds {len(fds)} bytes {received}", flush=True)
 
 
-def exchange_with_stranger(driver: Path, tmp_path: Path, action: str, uid: int, why: str) -> None:
-    """Rank 0 offers, rank 1 comes LATE_MS late; a stranger connects to rank 0's socket meanwhile. Asserts
-    that the late rank's exchange still takes under a second, that the stranger was dropped promptly
-    with no descriptor, and that rank 0 says it refused that process for `why` (its credentials)."""
-    args = [sys.executable, __file__, "stranger", action, str(uid)]
+def flooder() -> None:
+    """Script mode: fills the backlog of the next descriptor socket that appears (connecting until the
+    kernel says it is full), then keeps it full for FLOOD_S, connecting again whenever the server drops a
+    connection. Prints how many it held and how many the server dropped."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 16384)), hard))
+    before = descriptor_sockets()
+    print(f"READY pid {os.getpid()}", flush=True)
+    if (address := next_socket(before)) is None:
+        return
+    watch = selectors.DefaultSelector()
+
+    def connect() -> bool:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.setblocking(False)
+        try:
+            conn.connect(address)
+        except (BlockingIOError, OSError):  # full (EAGAIN), or out of descriptors
+            conn.close()
+            return False
+        watch.register(conn, selectors.EVENT_READ)
+        return True
+
+    while connect():
+        pass
+    held = len(watch.get_map())
+    print(f"FILLED {held}", flush=True)
+    dropped = 0
+    stop = time.monotonic() + FLOOD_S
+    while time.monotonic() < stop:
+        for key, _ in watch.select(timeout=0.01):
+            watch.unregister(key.fileobj)
+            key.fileobj.close()
+            dropped += 1
+        while connect():
+            pass
+    print(f"RESULT held {held} dropped {dropped}", flush=True)
+
+
+def exchange_beside(
+    driver: Path, tmp_path: Path, script: list[str]
+) -> tuple[str, list[tuple[int, str]], str]:
+    """Runs this file in `script` mode beside two ranks, of which only rank 0 offers and rank 1 comes
+    LATE_MS late: (what the script said, each rank's exit code and output, a report of all three)."""
+    args = [sys.executable, __file__, *script]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     ready = proc.stdout.readline()
@@ -141,7 +192,27 @@ def exchange_with_stranger(driver: Path, tmp_path: Path, action: str, uid: int, 
     except subprocess.TimeoutExpired:
         proc.kill()
         said = ready + proc.communicate()[0] + "\n<killed: timed out>"
-    report = f"stranger:\n{said}\nrank 0:\n{outputs[0][1]}\nrank 1:\n{outputs[1][1]}"
+    return said, outputs, f"{script[0]}:\n{said}\nrank 0:\n{outputs[0][1]}\nrank 1:\n{outputs[1][1]}"
+
+
+def test_fd_backlog_filled_by_a_stranger_still_exchanges(driver: Path, tmp_path: Path) -> None:
+    """A local process fills the offering rank's backlog before the late rank comes and keeps it full:
+    the late rank retries, the server drains the strangers meanwhile, and the descriptor still passes
+    (with a backlog of nranks, the late rank once found it full and silently copied through scratch)."""
+    said, outputs, report = exchange_beside(driver, tmp_path, ["flood"])
+    filled = re.search(r"FILLED (\d+)", said)
+    assert filled and int(filled.group(1)) > 0, report
+    assert_all_ok(outputs)
+    result = re.search(r"RESULT held \d+ dropped (\d+)", said)
+    assert result and int(result.group(1)) > 0, report  # the server drained the backlog meanwhile
+    assert "refused a connection" in outputs[0][1], report
+
+
+def exchange_with_stranger(driver: Path, tmp_path: Path, action: str, uid: int, why: str) -> None:
+    """Rank 0 offers, rank 1 comes LATE_MS late; a stranger connects to rank 0's socket meanwhile. Asserts
+    that the late rank's exchange still takes under a second, that the stranger was dropped promptly
+    with no descriptor, and that rank 0 says it refused that process for `why` (its credentials)."""
+    said, outputs, report = exchange_beside(driver, tmp_path, ["stranger", action, str(uid)])
     assert "CONNECTED" in said, report
     assert_all_ok(outputs)
     took = re.search(r"EXCHANGE rank 1 took ([0-9.]+) s", outputs[1][1])
@@ -154,7 +225,9 @@ def exchange_with_stranger(driver: Path, tmp_path: Path, action: str, uid: int, 
     # Connected before the late rank came: dropped when rank 0 began serving, not at its deadline.
     assert float(result.group(2)) < LATE_MS / 1000 + 1.0, report
     want_uid = os.geteuid() if uid < 0 else uid
-    refusal = f"refused a connection from pid {proc.pid} (uid {want_uid}) to its descriptor socket: {why}"
+    pid = re.search(r"READY pid (\d+)", said)
+    assert pid, report
+    refusal = f"refused a connection from pid {pid.group(1)} (uid {want_uid}) to its descriptor socket: {why}"
     assert refusal in outputs[0][1], report
 
 
@@ -177,3 +250,5 @@ def test_same_user_with_another_pid_is_refused(driver: Path, tmp_path: Path) -> 
 
 if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "stranger":
     stranger(sys.argv[2], int(sys.argv[3]))
+if __name__ == "__main__" and sys.argv[1:] == ["flood"]:
+    flooder()

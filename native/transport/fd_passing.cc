@@ -1,6 +1,7 @@
 #include "native/transport/fd_passing.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/un.h>
@@ -12,14 +13,22 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
 
 #include "native/bootstrap/socket.h"
 #include "native/common/logging.h"
+#include "native/common/threads.h"
 
 namespace mscclpp_nccl {
 namespace {
 
 constexpr int kLoggedRefusals = 4;  // a flood of strangers must not flood the log
+// How long a rank keeps retrying a peer's socket whose backlog strangers filled. The server drains its
+// backlog meanwhile, so a stranger can delay zero-copy by this much at most, never turn it off quietly.
+constexpr double kConnectRetrySeconds = 10.0;
+constexpr int kMaxRetrySleepMs = 20;
 
 struct Offer {
   uint8_t name[16];  // random socket name: none to predict and bind first (/proc/net/unix lists it)
@@ -110,7 +119,9 @@ int recvFd(const Bootstrap& bootstrap, int socket, Deadline deadline) {
   return fd;
 }
 
-int listenOn(const Offer& offer, int backlog) {
+// The backlog is the largest the kernel allows (capped by net.core.somaxconn), not the number of
+// ranks: any local user can connect, and the listener is drained continuously while peers connect.
+int listenOn(const Offer& offer, int backlog = SOMAXCONN) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   sockaddr_un address;
@@ -122,22 +133,49 @@ int listenOn(const Offer& offer, int backlog) {
   return fd;
 }
 
-// Connecting to a listening unix socket completes without the peer accepting (up to its backlog). The
-// socket is non-blocking, so a backlog that strangers filled fails here rather than stalling.
-int connectTo(const Offer& offer, int rank) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
+// Connecting to a listening unix socket completes without the peer accepting, up to its backlog; when
+// strangers filled the backlog, the non-blocking connect fails with EAGAIN and is retried (each try
+// checks the listener's credentials and presents the token again) until `deadline`. Returns the
+// connected socket, or -1 with `*why` set.
+int connectTo(const Bootstrap& bootstrap, const Offer& offer, int rank, Deadline deadline, std::string* why) {
   sockaddr_un address;
-  socklen_t length = socketAddress(offer, &address);
+  const socklen_t length = socketAddress(offer, &address);
   const Hello hello{offer.token, rank, 0};
-  ucred server{};
-  // Whoever listens must be the offering process, or it could hand us a descriptor of its choosing.
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), length) != 0 || !peerCredentials(fd, &server) ||
-      !isProcess(server, offer.pid) || send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello)) {
+  int tries = 0, sleepMs = 1;
+  for (;;) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      *why = std::string("socket: ") + strerror(errno);
+      return -1;
+    }
+    ++tries;
+    if (connect(fd, reinterpret_cast<sockaddr*>(&address), length) == 0) {
+      ucred server{};
+      // Whoever listens must be the offering process, or it could hand us a descriptor of its choosing.
+      if (!peerCredentials(fd, &server) || !isProcess(server, offer.pid)) {
+        *why = "the socket's owner is not the process that rank announced";
+      } else if (send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello)) {
+        *why = std::string("send: ") + strerror(errno);
+      } else {
+        return fd;
+      }
+      close(fd);
+      return -1;
+    }
+    const int error = errno;
     close(fd);
-    return -1;
+    if (error != EAGAIN && error != EINTR) {
+      *why = std::string("connect: ") + strerror(error);
+      return -1;
+    }
+    if (bootstrap.aborted() || secondsLeft(deadline) <= 0) {
+      *why =
+          "its backlog stayed full (" + std::to_string(tries) + " tries): another process keeps connecting";
+      return -1;
+    }
+    poll(nullptr, 0, sleepMs);
+    sleepMs = std::min(2 * sleepMs, kMaxRetrySleepMs);
   }
-  return fd;
 }
 
 // A connection accepted by the server, waiting for its Hello.
@@ -148,13 +186,36 @@ struct Client {
   size_t got;
 };
 
-// Serves `offeredFd` to every rank that said it reached this one (`comes[r]`), and to no one else: each
-// connection must come from our uid and from the process that rank announced, and present the token.
-// Connections are accepted and read without blocking, so a stranger delays no one.
-void serve(const Bootstrap& bootstrap, const std::vector<Offer>& offers, std::vector<uint8_t> comes,
-           int listener, int offeredFd, Deadline deadline) {
+// What the server learns while it runs: which ranks will come (known once they said whom they
+// reached), or that it should stop.
+struct ServeControl {
+  std::mutex mutex;
+  bool known = false, stop = false;
+  std::vector<uint8_t> comes;
+  int wake = -1;  // eventfd, written when the above changes
+};
+
+void tell(ServeControl* control, bool stop, std::vector<uint8_t> comes) {
+  {
+    std::lock_guard<std::mutex> lock(control->mutex);
+    control->stop = stop;
+    control->comes = std::move(comes);
+    control->known = true;
+  }
+  const uint64_t one = 1;
+  if (control->wake >= 0 && write(control->wake, &one, sizeof(one)) < 0) {
+    // The eventfd's counter cannot overflow on one write; the server also polls in slices.
+  }
+}
+
+// Serves `offeredFd` to every rank that presents its token from the process it announced, and to no one
+// else, from the moment the offers are known, so that strangers filling the backlog are drained while
+// peers connect. Ends once every rank that said it reached this one was served (or at the deadline, an
+// abort, or `stop`). Connections are accepted and read without blocking, so a stranger delays no one.
+void serve(const Bootstrap& bootstrap, const std::vector<Offer>& offers, ServeControl* control, int listener,
+           int offeredFd, Deadline deadline) {
   const int rank = bootstrap.rank(), nranks = bootstrap.size();
-  int expected = static_cast<int>(std::count(comes.begin(), comes.end(), 1));
+  std::vector<uint8_t> served(nranks, 0);
   int refused = 0;
   auto refuse = [&](const Client& client, const char* why) {
     if (refused++ < kLoggedRefusals)
@@ -162,19 +223,39 @@ void serve(const Bootstrap& bootstrap, const std::vector<Offer>& offers, std::ve
               static_cast<int>(client.credentials.pid), static_cast<unsigned>(client.credentials.uid), why);
     close(client.fd);
   };
+  // A peer yet to be served: another process than this one (ranks of this process never connect).
+  auto awaited = [&](int r) { return r != rank && !served[r] && offers[r].pid != offers[rank].pid; };
   std::vector<Client> clients;
   std::vector<pollfd> polled;
-  while (expected > 0) {
+  for (;;) {
+    int expected = -1;  // unknown until the ranks say whom they reached
+    {
+      std::lock_guard<std::mutex> lock(control->mutex);
+      if (control->stop) break;
+      if (control->known) {
+        expected = 0;
+        for (int r = 0; r < nranks; ++r) expected += control->comes[r] && !served[r];
+      }
+    }
+    if (expected == 0) break;
     polled.assign(1, pollfd{listener, POLLIN, 0});
+    polled.push_back(pollfd{control->wake, POLLIN, 0});
     for (const Client& c : clients) polled.push_back(pollfd{c.fd, POLLIN, 0});
     if (!anyReadable(bootstrap, &polled, deadline)) {
       if (!bootstrap.aborted())
-        logWarn("rank %d: %d peers never came for a buffer's descriptor", rank, expected);
+        logWarn("rank %d: %d peers never came for a buffer's descriptor", rank,
+                expected < 0 ? nranks - 1 : expected);
       break;
+    }
+    if (polled[1].revents != 0) {
+      uint64_t count;
+      if (read(control->wake, &count, sizeof(count)) < 0) {
+        // Nothing to drain: the state is read under the mutex above.
+      }
     }
     // Read first: accepting appends to `clients`, whose indices match `polled` until then.
     for (size_t i = clients.size(); i-- > 0;) {
-      if (polled[i + 1].revents == 0) continue;
+      if (polled[i + 2].revents == 0) continue;
       Client& c = clients[i];
       long n = readSome(c.fd, reinterpret_cast<char*>(&c.hello) + c.got, sizeof(c.hello) - c.got);
       if (n == 0) continue;
@@ -182,14 +263,14 @@ void serve(const Bootstrap& bootstrap, const std::vector<Offer>& offers, std::ve
       if (n > 0 && c.got < sizeof(c.hello)) continue;
       const int from = c.hello.rank;
       const bool valid = n > 0 && c.hello.token == offers[rank].token && from >= 0 && from < nranks &&
-                         comes[from] && isProcess(c.credentials, offers[from].pid);
+                         awaited(from) && isProcess(c.credentials, offers[from].pid);
       if (!valid) {
         refuse(c, "not the rank it claims");
       } else {
-        comes[from] = 0;
-        --expected;
+        served[from] = 1;
         if (!sendFd(c.fd, offeredFd))
-          logWarn("rank %d: could not hand a buffer's descriptor to a peer (%s)", rank, strerror(errno));
+          logWarn("rank %d: could not hand a buffer's descriptor to rank %d (%s)", rank, from,
+                  strerror(errno));
         close(c.fd);
       }
       clients.erase(clients.begin() + static_cast<std::ptrdiff_t>(i));
@@ -202,7 +283,7 @@ void serve(const Bootstrap& bootstrap, const std::vector<Offer>& offers, std::ve
       bool known = false;
       if (peerCredentials(c.fd, &c.credentials))
         for (int r = 0; r < nranks && !known; ++r)
-          known = comes[r] && isProcess(c.credentials, offers[r].pid);
+          known = awaited(r) && isProcess(c.credentials, offers[r].pid);
       if (known && clients.size() < static_cast<size_t>(nranks))
         clients.push_back(c);
       else
@@ -227,33 +308,69 @@ Status exchangeFds(Bootstrap& bootstrap, const Topology& topology, int offeredFd
   mine.pid = static_cast<int32_t>(getpid());
   const bool named =
       ok(randomBytes(mine.name, sizeof(mine.name))) && ok(randomBytes(&mine.token, sizeof(mine.token)));
-  int listener = offeredFd >= 0 && named ? listenOn(mine, nranks) : -1;
+  int listener = offeredFd >= 0 && named ? listenOn(mine) : -1;
   mine.offering = listener >= 0 ? 1 : 0;
   // The bootstrap is authenticated by the unique id's secret: what it carries (pids, names, tokens) is
   // from the peers themselves.
   Status status = bootstrap.allGather(offers.data(), sizeof(Offer));
 
-  // Connect to every offer first, say who reached whom, then serve and receive: no order can deadlock.
+  // The server runs from now on, on a thread of its own, so that it drains what strangers put in its
+  // backlog while the peers connect (they retry when it is full) and while this thread waits below.
+  // Without a thread it serves after the second round, as the only one then to be drained.
+  ServeControl control;
+  std::thread server;
+  const bool serving = ok(status) && listener >= 0;
+  bool threaded = false;
+  if (serving) {
+    control.wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    threaded = control.wake >= 0 &&
+               ok(startThread(
+                   &server, [&] { serve(bootstrap, offers, &control, listener, offeredFd, deadline); },
+                   "descriptor passing"));
+    if (!threaded)
+      logWarn("rank %d: descriptor socket served only after every rank connected: strangers may fill it",
+              rank);
+  }
+
+  // Connect to every offer first, say who reached whom, then receive: no order can deadlock.
   std::vector<int> connections(nranks, -1);
   std::vector<uint8_t> reached(static_cast<size_t>(nranks) * nranks, 0);
   if (ok(status)) {
+    const Deadline connectDeadline = std::min(deadline, deadlineAfter(kConnectRetrySeconds));
     for (int r = 0; r < nranks; ++r) {
       if (!remote(r) || !offers[r].offering) continue;
-      connections[r] = connectTo(offers[r], rank);
+      std::string why;
+      connections[r] = connectTo(bootstrap, offers[r], rank, connectDeadline, &why);
       reached[static_cast<size_t>(rank) * nranks + r] = connections[r] >= 0;
+      if (connections[r] < 0 && !bootstrap.aborted())
+        logWarn(
+            "rank %d: cannot reach rank %d's descriptor socket (%s): buffers shared with it copy through "
+            "scratch",
+            rank, r, why.c_str());
     }
     status = bootstrap.allGather(reached.data(), nranks);
   }
-  if (ok(status) && listener >= 0) {
+  if (serving) {
     std::vector<uint8_t> comes(nranks);
     for (int r = 0; r < nranks; ++r) comes[r] = reached[static_cast<size_t>(r) * nranks + rank];
-    serve(bootstrap, offers, std::move(comes), listener, offeredFd, deadline);
+    tell(&control, !ok(status), std::move(comes));
+    if (threaded)
+      joinThread(&server);
+    else if (ok(status))
+      serve(bootstrap, offers, &control, listener, offeredFd, deadline);
   }
   for (int r = 0; r < nranks; ++r) {
     if (connections[r] < 0) continue;
-    if (ok(status)) (*received)[r] = recvFd(bootstrap, connections[r], deadline);
+    if (ok(status)) {
+      (*received)[r] = recvFd(bootstrap, connections[r], deadline);
+      if ((*received)[r] < 0 && !bootstrap.aborted())
+        logWarn(
+            "rank %d: rank %d sent no descriptor for a buffer: buffers shared with it copy through scratch",
+            rank, r);
+    }
     close(connections[r]);
   }
+  if (control.wake >= 0) close(control.wake);
   if (listener >= 0) close(listener);
   if (ok(status) && bootstrap.aborted())
     return fail(Status::kRemoteError, "rank %d: aborted while passing a buffer's descriptors", rank);

@@ -19,8 +19,9 @@ namespace mscclpp_nccl {
 // receives. Fails on every rank alike only through the bootstrap; a failure to reach one peer's socket
 // leaves -1 there and is this rank's alone (callers agree on the outcome afterwards). Waits at most until
 // the rendezvous deadline (MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT) and ends at once on an abort; strangers
-// connecting to the socket are dropped without delaying the peers. Peers in another pid namespace
-// fail the pid check and get -1 (their windows then copy through scratch).
+// connecting to the socket are dropped without delaying the peers, and a backlog they filled is retried
+// for a while. Peers in another pid namespace fail the pid check and get -1 (their windows then copy
+// through scratch). Every -1 for a peer that offered is explained by a WARN line.
 Status exchangeFds(Bootstrap& bootstrap, const Topology& topology, int offeredFd, std::vector<int>* received);
 
 }  // namespace mscclpp_nccl
