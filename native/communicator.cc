@@ -12,6 +12,7 @@
 #include "native/routed_communicator.h"
 #include "native/transport/cuda_check.h"
 #include "native/transport/peer_access.h"
+#include "native/transport/setup_copy.h"
 
 namespace mscclpp_nccl {
 namespace {
@@ -91,30 +92,41 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
     return fail(Status::kInternalError, "native path chosen for a communicator over several hosts");
 
   // Every rank must lay out scratch and cut messages alike: agree on the slot size (the smallest
-  // asked for), the grid cap (the tightest GPU) and the tuning overrides.
-  int maxRanksPerGpu = 1, residentBlocks = INT32_MAX;
+  // asked for), the grid (the smallest that any rank's share of its GPU allows, transport/block_share.h)
+  // and the tuning overrides.
+  int maxRanksPerGpu = 1, ranksOfProcess = 0;
   for (int r = 0; r < nranks_; ++r) {
-    int sharing = topology_.ranksOnGpuOf(r);
-    maxRanksPerGpu = std::max(maxRanksPerGpu, sharing);
-    residentBlocks = std::min(residentBlocks, std::max(1, topology_.ranks[r].smCount / sharing));
-    // The intra-host part of a routed communicator: the parent's other ranks and stock's kernels run
-    // beside ours and must stay resident too (else a rank's stock step waits for SMs that our kernels,
-    // waiting for that rank, hold): half of each parent rank's share.
-    if (role.policy == PathPolicy::kNativeOnly)
-      residentBlocks =
-          std::min(residentBlocks, std::max(1, topology_.ranks[r].smCount / role.parentRanksPerGpu / 2));
+    maxRanksPerGpu = std::max(maxRanksPerGpu, topology_.ranksOnGpuOf(r));
+    ranksOfProcess += topology_.sameProcess(rank_, r) && topology_.sameGpu(rank_, r);
   }
-  selector_.init(topology_.myGpuName, nranks_, maxRanksPerGpu, residentBlocks);
+  const RankInfo& me = topology_.ranks[rank_];
+  blocks_ = std::make_unique<BlockShare>(device_, me.smCount, topology_.ranksOnMyGpu, ranksOfProcess);
+  int proposedGrid = blocks_->proposed();
+  // The intra-host part of a routed communicator: the parent's other ranks and stock's kernels run
+  // beside ours and must stay resident too (else a rank's stock step waits for SMs that our kernels,
+  // waiting for that rank, hold): half of each parent rank's share.
+  if (role.policy == PathPolicy::kNativeOnly)
+    proposedGrid = std::min(
+        proposedGrid, BlockShare::gridWithin(BlockShare::rankShare(me.smCount, role.parentRanksPerGpu) / 2));
   struct Agreement {
     uint64_t slotPackets;
     uint64_t laneSlotBytes;
     uint64_t tuning;
     uint64_t mapsBuffers;  // MSCCLPP_NCCL_ZERO_COPY: every rank must launch the same kernels
+    uint64_t grid;
   };
   std::vector<Agreement> agreements(nranks_);
+  agreements[rank_].grid = static_cast<uint64_t>(proposedGrid);
+  MSCCLPP_TRY(bootstrap_->allGather(agreements.data(), sizeof(Agreement)));
+  int grid = proposedGrid;
+  for (const Agreement& a : agreements) grid = std::min<int>(grid, static_cast<int>(a.grid));
+  blocks_->settle(grid);
+  selector_.init(topology_.myGpuName, nranks_, maxRanksPerGpu, blocks_->grid());
   const int laneBlocks = selector_.laneBlocks();
+  agreements.assign(nranks_, Agreement{});
   agreements[rank_] = {slotPacketsFor(nranks_), laneSlotBytesFor(laneBlocks, nranks_),
-                       selector_.fingerprint(), envInt("MSCCLPP_NCCL_ZERO_COPY", 1) != 0 ? 1u : 0u};
+                       selector_.fingerprint(), envInt("MSCCLPP_NCCL_ZERO_COPY", 1) != 0 ? 1u : 0u,
+                       static_cast<uint64_t>(grid)};
   MSCCLPP_TRY(bootstrap_->allGather(agreements.data(), sizeof(Agreement)));
   size_t slotPackets = agreements[0].slotPackets;
   size_t laneSlotBytes = agreements[0].laneSlotBytes;
@@ -138,8 +150,6 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
   // we do not know to wait before reading what ours wrote.
   selector_.setEarlyLaunch(computeMajor >= 9 && envInt("MSCCLPP_NCCL_EARLY_LAUNCH", 1) != 0 &&
                            role.policy == PathPolicy::kDecide);
-  census_ = std::make_unique<DeviceCensusEntry>(device_);
-  selector_.setCommunicatorsOnDevice(census_->count());
   MSCCLPP_TRY(
       PeerBuffer::create(*bootstrap_, topology_, packetScratchBytes(nranks_, slotPackets), &scratch_));
   if (laneSlotBytes > 0)
@@ -176,7 +186,7 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
   const size_t stoppedAt = carve(1);
   const size_t ticketAt = carve(1);
   MSCCLPP_CUDA_TRY(cudaMalloc(&deviceCounters_, counterWords * sizeof(uint64_t)));
-  MSCCLPP_CUDA_TRY(cudaMemset(deviceCounters_, 0, counterWords * sizeof(uint64_t)));
+  MSCCLPP_TRY(zeroDeviceMemory(deviceCounters_, counterWords * sizeof(uint64_t)));
 
   PacketComm& packets = transports_.packets;
   packets.rank = rank_;
@@ -201,8 +211,7 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
   std::vector<void*> peerAcks(nranks_);
   for (int r = 0; r < nranks_; ++r) peerAcks[r] = static_cast<char*>(p2pScratch_->peer(r)) + p2pDataBytes;
   MSCCLPP_CUDA_TRY(cudaMalloc(&deviceAckTable_, sizeof(void*) * nranks_));
-  MSCCLPP_CUDA_TRY(
-      cudaMemcpy(deviceAckTable_, peerAcks.data(), sizeof(void*) * nranks_, cudaMemcpyHostToDevice));
+  MSCCLPP_TRY(copyToDevice(deviceAckTable_, peerAcks.data(), sizeof(void*) * nranks_));
   p2p.peerAcks = deviceAckTable_;
   p2p.sendSteps = deviceCounters_ + p2pSendAt;
   p2p.recvSteps = deviceCounters_ + p2pRecvAt;
@@ -229,9 +238,6 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
   }
 
   MSCCLPP_TRY(order_.init(envInt("NCCL_GRAPH_MIXING_SUPPORT", 1) != 0, packets.steps.ticket));
-  // Also drains the kernels launched early under the larger share of before this communicator counted
-  // (AlgorithmSelector::earlyLaunchBlocks).
-  MSCCLPP_CUDA_TRY(cudaDeviceSynchronize());
   MSCCLPP_TRY(bootstrap_->barrier());
   // From here a peer's death stops this communicator's kernels and shows in asyncError().
   MSCCLPP_TRY(bootstrap_->watchPeers([this](int peer) { onPeerLost(peer); }));
@@ -535,6 +541,9 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
   choices[rank_] = {color, key};
   MSCCLPP_TRY(bootstrap_->allGather(choices.data(), sizeof(Choice)));
   out->reset();
+  // The child's blocks come out of the parent's, on every parent rank alike (all of them split between
+  // the same two of the parent's calls), so that both keep their peers resident (transport/block_share.h).
+  if (blocks_) selector_.setResidentBlocks(blocks_->halve());
   if (color == kSplitNoColor) return Status::kSuccess;
   std::vector<int> members;
   for (int r = 0; r < nranks_; ++r)

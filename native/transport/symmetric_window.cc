@@ -12,6 +12,7 @@
 #include "native/transport/device_memory.h"
 #include "native/transport/fd_passing.h"
 #include "native/transport/peer_buffer.h"
+#include "native/transport/setup_copy.h"
 
 namespace mscclpp_nccl {
 namespace {
@@ -127,7 +128,7 @@ Status SymmetricWindow::mapPeers(Bootstrap& bootstrap, const Topology& topology,
   std::vector<char*> bases(nranks);
   for (int peer = 0; peer < nranks; ++peer) bases[peer] = peers_[peer].base;
   MSCCLPP_CUDA_TRY(cudaMalloc(&deviceTable_, sizeof(char*) * nranks));
-  MSCCLPP_CUDA_TRY(cudaMemcpy(deviceTable_, bases.data(), sizeof(char*) * nranks, cudaMemcpyHostToDevice));
+  MSCCLPP_TRY(copyToDevice(deviceTable_, bases.data(), sizeof(char*) * nranks));
   return Status::kSuccess;
 }
 
