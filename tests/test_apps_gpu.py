@@ -1,10 +1,12 @@
 """User-level PyTorch applications on our libnccl.so.2 (through LD_PRELOAD), each checked against the
 same model on one device without communication: FSDP2 in fp32 and bf16 mixed precision, DDP, tensor
-parallelism and a pipeline over batch_isend_irecv (workers in tests/apps/).
+parallelism and a pipeline over batch_isend_irecv, and these composed on 2-D DeviceMeshes (workers in
+tests/apps/).
 
 N ranks share the GPU under MPS. Every rank prints `RESULT <app> <variant> nranks=N <differences>`
 (run pytest with -rP to see them) and `PASS <item>`; the test asserts that every rank passed every item.
-The 12 tests take about 4 minutes on one H200 (15-25 s each, mostly starting the ranks).
+The 12 tests of test_app take about 4 minutes on one H200 (15-25 s each, mostly starting the ranks);
+test_mesh_app runs 6 items in one launch at 4 and at 8 ranks.
 
 Control runs on a stock NCCL instead of ours: MSCCLPP_NCCL_APPS_CONTROL=torch (PyTorch's own, no
 LD_PRELOAD; it refuses several ranks on one GPU before 2.30) or =/path/to/libnccl.so.2 (preloaded); both
@@ -39,7 +41,15 @@ APPS = {
     "ddp": ("ddp_worker.py", ("ddp_fp32",)),
     "tp": ("tp_worker.py", ("tp_fp32",)),
     "pipeline": ("pipeline_worker.py", ("pipeline_fp32",)),
+    "composed": (
+        "composed_worker.py",
+        ("fsdp2_tp_4x2", "fsdp2_tp_2x4", "hsdp_2d", "fsdp2_no_reshard", "pipeline_dp", "moe_all_to_all"),
+    ),
 }
+# Apps on 2-D meshes (an even number of ranks, 4 or more): they run at 4 and 8 ranks (test_mesh_app).
+MESH_APPS = ("composed",)
+# The whole launch of an app that runs more items than LAUNCH_TIMEOUT allows for.
+LAUNCH_TIMEOUTS = {"composed": 300.0}
 _RESULT_LINE = re.compile(r"^\[(\d+)\] RESULT (\S+) (\S+) nranks=(\d+)")
 
 
@@ -54,10 +64,11 @@ def launch_app(
     lib: Path | None,
     extra_env: dict[str, str],
     launcher_args: list[str] | None = None,
+    launch_timeout: float = LAUNCH_TIMEOUT,
 ) -> tuple[int, str]:
     """The launcher's `-n N --mps` with `env LD_PRELOAD=<lib>` in the ranks only, as common.launch_client
-    does, but with no preload when `lib` is None and leaving MSCCLPP_NCCL_WAIT_TIMEOUT to the library.
-    Returns (exit code, output)."""
+    does, but with no preload when `lib` is None and leaving MSCCLPP_NCCL_WAIT_TIMEOUT to the library;
+    the whole launch is bounded by `launch_timeout`. Returns (exit code, output)."""
     env = dict(os.environ)
     env["MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT"] = "60"
     env.setdefault("NCCL_NVLS_ENABLE", "0")
@@ -69,8 +80,8 @@ def launch_app(
         env[common.EXPECT_LIB_ENV] = str(lib)
         rank_cmd = ["env", f"LD_PRELOAD={common.preload_value(lib, env)}", *rank_cmd]
     cmd = [sys.executable, "-m", "mscclpp_nccl.run", "-n", str(nranks), "--mps", *(launcher_args or [])]
-    cmd += ["--timeout", f"{LAUNCH_TIMEOUT:g}", "--", *rank_cmd]
-    return common.run_launcher(cmd, env, LAUNCH_TIMEOUT + 30)
+    cmd += ["--timeout", f"{launch_timeout:g}", "--", *rank_cmd]
+    return common.run_launcher(cmd, env, launch_timeout + 30)
 
 
 def control_env(nranks: int) -> dict[str, str]:
@@ -88,8 +99,19 @@ def control_env(nranks: int) -> dict[str, str]:
 @pytest.mark.gpu
 @pytest.mark.skipif(torch_missing(), reason="PyTorch is not installed")
 @pytest.mark.parametrize("nranks", [2, 4, 8])
-@pytest.mark.parametrize("app", list(APPS))
+@pytest.mark.parametrize("app", [a for a in APPS if a not in MESH_APPS])
 def test_app(app: str, nranks: int, request: pytest.FixtureRequest) -> None:
+    run_app(app, nranks, request)
+
+
+# Parallelisms composed on a DeviceMesh (tests/apps/composed_worker.py): FSDP2 x tensor parallelism on
+# (N/2, 2) and (2, N/2), HSDP, FSDP2 without resharding, a pipeline of FSDP2 stages and a mixture of
+# experts over all_to_all_single. Every process holds a communicator per mesh dimension beside the world.
+@pytest.mark.gpu
+@pytest.mark.skipif(torch_missing(), reason="PyTorch is not installed")
+@pytest.mark.parametrize("nranks", [4, 8])
+@pytest.mark.parametrize("app", MESH_APPS)
+def test_mesh_app(app: str, nranks: int, request: pytest.FixtureRequest) -> None:
     run_app(app, nranks, request)
 
 
@@ -118,16 +140,23 @@ def run_app(
 ) -> str:
     worker, items = APPS[app]
     args = [*items, "--timeout", f"{STEP_TIMEOUT:g}"]
+    launch_timeout = LAUNCH_TIMEOUTS.get(app, LAUNCH_TIMEOUT)
     control = os.environ.get(CONTROL_ENV, "").strip()
     if control:
         lib = None if control == "torch" else Path(control).resolve()
         env = {**control_env(nranks), **(extra_env or {})}
-        rc, output = launch_app(nranks, APPS_DIR / worker, args, lib, env, launcher_args)
+        rc, output = launch_app(nranks, APPS_DIR / worker, args, lib, env, launcher_args, launch_timeout)
         steps = ["init", *items, "destroy"]
     else:
         lib = request.getfixturevalue("nccl_lib").resolve()
         rc, output = launch_app(
-            nranks, APPS_DIR / worker, ["--library", *args], lib, extra_env or {}, launcher_args
+            nranks,
+            APPS_DIR / worker,
+            ["--library", *args],
+            lib,
+            extra_env or {},
+            launcher_args,
+            launch_timeout,
         )
         steps = ["init", "library", *items, "destroy"]
     results = [ln for ln in output.splitlines() if _RESULT_LINE.match(ln)]

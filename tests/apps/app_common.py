@@ -30,6 +30,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.tensor import DTensor
+from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, RowwiseParallel
 
 # tests/clients/common.py: deadlines, PASS/FAIL lines and the check that our library is the one bound.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
@@ -177,10 +179,15 @@ def tokens(step: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
     return x.to(ctx.device), ((x + (prev % 2) * (VOCAB // 2)) % VOCAB).to(ctx.device)
 
 
+def batch_tokens(step: int, ranks: Iterable[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The batches of `ranks` at `step`, concatenated in that order."""
+    parts = [tokens(step, r) for r in ranks]
+    return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+
+
 def global_tokens(step: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Every rank's batch at `step`, concatenated in rank order."""
-    parts = [tokens(step, r) for r in range(ctx.size)]
-    return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+    return batch_tokens(step, range(ctx.size))
 
 
 # --- model ------------------------------------------------------------------------------------------------
@@ -250,6 +257,20 @@ class Transformer(nn.Module):
         return self.head(self.norm(h))
 
 
+def block_tp_plan() -> dict[str, ParallelStyle]:
+    """Tensor parallelism in a Block, for parallelize_module: q, k, v and the MLP's first layer split by
+    columns, the attention output and the MLP's second layer by rows, so that each rank gets its own
+    heads (HEADS is divisible by 2, 4 and 8) and its own slice of the MLP's hidden layer."""
+    return {
+        "attn.q": ColwiseParallel(),
+        "attn.k": ColwiseParallel(),
+        "attn.v": ColwiseParallel(),
+        "attn.o": RowwiseParallel(),
+        "mlp.fc1": ColwiseParallel(),
+        "mlp.fc2": RowwiseParallel(),
+    }
+
+
 def new_transformer() -> Transformer:
     """The same initial weights on every rank and for every copy."""
     torch.manual_seed(SEED)
@@ -270,12 +291,13 @@ def sgd(params: Iterable[nn.Parameter], foreach: bool | None = None) -> torch.op
 STEPS = 20
 
 
-def train_reference(model: nn.Module, steps: int = STEPS) -> list[float]:
-    """`model` trained on one device over the global batch (every rank's batch) of each step."""
+def train_reference(model: nn.Module, steps: int = STEPS, batches: int | None = None) -> list[float]:
+    """`model` trained on one device over the global batch of each step: the batches of ranks 0 to
+    `batches` - 1 (every rank's by default; fewer where several ranks train on one batch)."""
     opt = sgd(model.parameters())
     losses = []
     for step in range(steps):
-        x, y = global_tokens(step)
+        x, y = batch_tokens(step, range(ctx.size if batches is None else batches))
         loss = lm_loss(model(x), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -284,19 +306,28 @@ def train_reference(model: nn.Module, steps: int = STEPS) -> list[float]:
     return [float(v) for v in torch.stack(losses).cpu()]
 
 
-def train_distributed(model: nn.Module, steps: int = STEPS) -> list[float]:
-    """`model` (wrapped for data parallelism) trained on this rank's batch of each step; the losses are
-    the mean over ranks, i.e. the loss of the global batch, comparable with train_reference's."""
-    opt = sgd(model.parameters())
+def train_distributed(
+    model: nn.Module, steps: int = STEPS, batch: int | None = None, foreach: bool | None = None
+) -> list[float]:
+    """`model` (wrapped for data parallelism) trained on batch `batch` of each step (this rank's by
+    default); the losses are the mean over ranks, i.e. the loss of the global batch, comparable with
+    train_reference's (where the ranks of a tensor-parallel group share a batch, they share its loss,
+    and the mean over ranks is still the mean over batches)."""
+    opt = sgd(model.parameters(), foreach)
     losses = []
     for step in range(steps):
-        x, y = tokens(step, ctx.rank)
+        x, y = tokens(step, ctx.rank if batch is None else batch)
         loss = lm_loss(model(x), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         losses.append(mean_over_ranks(loss))
     return [float(v) for v in torch.cat(losses).cpu()]
+
+
+def full_tensor(t: torch.Tensor) -> torch.Tensor:
+    """A parameter or gradient made whole: a DTensor's full tensor (gathered over its mesh), or `t`."""
+    return t.full_tensor() if isinstance(t, DTensor) else t
 
 
 def max_param_diff(
@@ -309,3 +340,29 @@ def max_param_diff(
         assert name == ref_name, f"parameter order differs: {name} against {ref_name}"
         worst = max(worst, rel_diff(full(p), q))
     return worst
+
+
+def check_training(
+    app: str,
+    variant: str,
+    losses: Sequence[float],
+    ref_losses: Sequence[float],
+    param_diff: float,
+    bound: float,
+    **extra: float,
+) -> str:
+    """Prints the RESULT line of a training run against its reference (with `extra` values) and requires
+    the losses and the final parameters within `bound` (relative); returns the PASS line's summary."""
+    diff = rel_loss_diff(losses, ref_losses)
+    result(app, variant, max_rel_loss_diff=diff, max_rel_param_diff=param_diff, **extra)
+    require(
+        "max relative loss difference",
+        diff,
+        bound,
+        f"step: {app}/reference: {loss_table(losses, ref_losses)}",
+    )
+    require("max relative parameter difference", param_diff, bound)
+    return (
+        f"losses {losses[0]:.4f} -> {losses[-1]:.4f} over {len(losses)} steps; max relative loss difference "
+        f"{diff:.3g}, final parameters {param_diff:.3g} (bound {bound:g})"
+    )

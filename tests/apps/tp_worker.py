@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from app_common import ctx
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+from torch.distributed.tensor.parallel import parallelize_module
 
 # fp32 epsilon is 1.2e-7; a row-split layer adds its partial sums in another order than one matmul, which
 # changes results by a few epsilons times the square root of the reduced width (256).
@@ -35,15 +35,7 @@ def item_tp_fp32() -> str:
     block = app.Block().to(ctx.device)
     ref = copy.deepcopy(block)
     mesh = init_device_mesh(ctx.device.type, (ctx.size,))
-    plan = {
-        "attn.q": ColwiseParallel(),
-        "attn.k": ColwiseParallel(),
-        "attn.v": ColwiseParallel(),
-        "attn.o": RowwiseParallel(),
-        "mlp.fc1": ColwiseParallel(),
-        "mlp.fc2": RowwiseParallel(),
-    }
-    tp = parallelize_module(block, mesh, plan)
+    tp = parallelize_module(block, mesh, app.block_tp_plan())
     # The layer norms stay plain tensors beside the DTensor weights; CUDA's default foreach update would
     # put both in one multi-tensor kernel, which DTensor refuses.
     opt, ref_opt = app.sgd(tp.parameters(), foreach=False), app.sgd(ref.parameters(), foreach=False)
