@@ -58,15 +58,25 @@ constexpr double kRootGraceSeconds = 5.0;
 constexpr int kTagAllGather = INT_MIN;
 constexpr int kTagHello = INT_MIN + 1;    // watchPeers: opens the connection each way
 constexpr int kTagGoodbye = INT_MIN + 2;  // orderly close: the end of the connection that follows is no death
+constexpr int kTagFailure = INT_MIN + 3;  // the sender failed the communicator: its text says why
 constexpr int kReservedTagMax = INT_MIN + 15;
 // The largest frame a peer may announce. Frames carry one rank's slot of an all-gather (descriptors of
 // well under 1 KiB) or a point-to-point message of the library (ids, a few hundred bytes); 64 MiB is
 // room for a whole kMaxRanks-table of 1 KiB descriptors, while a lying header costs at most this much.
 constexpr uint64_t kMaxFrameBytes = 64ull << 20;
-// The most that frames from one peer may hold here before the owner takes them: past it, the receiver
-// reads that peer's connection no further (TCP then holds the sender back). The library's own traffic
-// stays far below; a peer that holds the key cannot grow this process without bound.
+// The most that frames may hold in this process (every bootstrap's, queued for their owners or being read)
+// before the owners take them: past it, a connection is read no further (TCP then holds its sender back)
+// unless its peer holds under kPeerFloorBytes here, so that a peer that fills the cap, or one party that
+// claimed several ranks, cannot stall the small messages of the others. The library's own traffic stays
+// far below; peers that hold the key cannot grow this process past the cap and a floor per connection.
 constexpr uint64_t kMaxQueuedBytes = 4 * kMaxFrameBytes;
+constexpr uint64_t kPeerFloorBytes = 4 << 20;  // far above the library's own messages
+std::atomic<uint64_t> processQueuedBytes{0};
+// A receiver with a connection paused by the process-wide cap looks again this often: frames taken by the
+// owner of another bootstrap free room without waking it.
+constexpr int kPausedPollMs = 50;
+// The longest failure text taken from a peer.
+constexpr size_t kMaxFailureText = 1024;
 // Payload buffers start at this size and double as bytes arrive, up to the announced size.
 constexpr size_t kFirstChunkBytes = 64 << 10;
 constexpr size_t kCoalesceBytes = 4096;  // small frames go out in one write
@@ -249,7 +259,10 @@ class RootService {
       pending_.erase(
           std::remove_if(pending_.begin(), pending_.end(), [](const Pending& p) { return !p.sock.valid(); }),
           pending_.end());
-      if (armed_ && now >= deadline_) reportTimeout();
+      if (armed_ && now >= deadline_) {
+        if (failed_) break;
+        reportTimeout();
+      }
       if (!armed_ && now >= idleDeadline_) {
         // An id nobody used (or only strangers knocked): its thread and port must not live forever.
         MSCCLPP_INFO(kBootstrap, "bootstrap root: no rank arrived within %g s; closing the rendezvous",
@@ -318,6 +331,10 @@ class RootService {
 
   void onHello(Socket sock, const Hello& hello) {
     if (hello.magic != kHelloMagic || !isValidAddress(hello.listen) || hello.nranks <= 0) return;
+    if (failed_) {  // a rank that comes late learns why at once, not at its own timeout
+      reply(sock, failStatus_, failText_);
+      return;
+    }
     if (hello.nranks > kMaxRanks) {  // refused before anything is sized by it
       reply(sock, Status::kInvalidUsage,
             "bootstrap: nranks=" + std::to_string(hello.nranks) + " exceeds the limit of " +
@@ -342,14 +359,16 @@ class RootService {
       finishWithError(Status::kInvalidUsage,
                       "bootstrap: rank " + std::to_string(hello.rank) + " joined with nranks=" +
                           std::to_string(hello.nranks) + " but others use nranks=" + std::to_string(nranks_),
-                      &sock);
+                      &sock, /*linger=*/true);
       return;
     }
     if (ranks_[hello.rank].valid()) {
+      // Either claim may be the impostor's (one that holds the key): neither is believed.
       finishWithError(Status::kInvalidUsage,
                       "bootstrap: rank " + std::to_string(hello.rank) + " of " + std::to_string(nranks_) +
-                          " joined twice (the same unique id used for two ranks?)",
-                      &sock);
+                          " joined twice (the same unique id used for two ranks, or another process that "
+                          "holds the job's key claimed it); the rendezvous fails on every rank",
+                      &sock, /*linger=*/true);
       return;
     }
     ranks_[hello.rank] = std::move(sock);
@@ -364,6 +383,7 @@ class RootService {
 
   // A registered rank that disconnects before the table is sent no longer counts as arrived.
   void watchRank(int r) {
+    if (!ranks_[r].valid()) return;  // answered and closed by a failure earlier in this round
     char scratch[64];
     if (readSome(ranks_[r].fd(), scratch, sizeof(scratch)) >= 0) return;
     MSCCLPP_INFO(kBootstrap, "bootstrap root: rank %d left before the rendezvous completed", r);
@@ -382,15 +402,22 @@ class RootService {
     char text[1024];
     snprintf(text, sizeof(text), "bootstrap timed out after %g s: rank%s %s of %d never arrived", timeout_,
              count == 1 ? "" : "s", missing.c_str(), nranks_);
-    finishWithError(Status::kTimeout, text, nullptr);
+    finishWithError(Status::kTimeout, text, nullptr, /*linger=*/false);
   }
 
-  void finishWithError(Status status, const std::string& text, Socket* extra) {
+  // Tells every rank that arrived why the rendezvous failed. With `linger`, the service then answers the
+  // ranks still to come the same way until its deadline, instead of leaving them to time out.
+  void finishWithError(Status status, const std::string& text, Socket* extra, bool linger) {
     logWarn("%s", text.c_str());
-    for (Socket& rank : ranks_)
+    for (Socket& rank : ranks_) {
       if (rank.valid()) reply(rank, status, text);
+      rank.close();
+    }
     if (extra) reply(*extra, status, text);
-    done_ = true;
+    failed_ = true;
+    failStatus_ = status;
+    failText_ = text;
+    done_ = !linger;
   }
 
   static void reply(const Socket& sock, Status status, const std::string& payload) {
@@ -413,6 +440,9 @@ class RootService {
   Deadline deadline_;
   const Deadline idleDeadline_;  // before the first rank arrives
   bool done_ = false;
+  bool failed_ = false;
+  Status failStatus_ = Status::kSuccess;
+  std::string failText_;
 };
 
 Status startRootService(Socket listener, const uint8_t* key, double timeoutSeconds) {
@@ -474,11 +504,16 @@ class TcpBootstrap final : public Bootstrap {
   ~TcpBootstrap() override {
     LiveBootstraps::get().remove(this);  // waits for an exit-time goodbye in progress
     detachAbortLink();
+    // The peers learn why this communicator failed before its goodbye (bounded by the notifier's deadline).
+    if (notifier_.joinable()) notifier_.join();
     // No call may be in flight now, so outgoing sockets are closed gracefully (not shut down): data
     // already written, the goodbye last, still reaches the peers.
     sayGoodbye();
     stop();
     if (receiver_.joinable()) receiver_.join();
+    uint64_t held = 0;  // frames nobody took, and frames left half read
+    for (uint64_t bytes : queuedBytes_) held += bytes;
+    processQueuedBytes -= held;
   }
 
   Status init(const IdLayout& id);
@@ -526,14 +561,26 @@ class TcpBootstrap final : public Bootstrap {
   };
 
   Status checkArgs(const char* op, int peer, int tag, const void* data, size_t bytes) const;
-  Status sendFrame(int peer, int tag, const void* data, size_t bytes);
+  Status sendFrame(int peer, int tag, const void* data, size_t bytes, Deadline deadline);
   Status recvFrame(int peer, int tag, void* data, size_t bytes);
-  Status connectPeer(Outgoing& out, int peer);
-  // Queues a frame for the owner; false once the peer's queue is full (stop reading from it).
-  bool deliver(int peer, int tag, std::vector<char> payload);
+  Status connectPeer(Outgoing& out, int peer, Deadline deadline);
+  // Queues a frame for the owner; its bytes were charged to the peer as they were read.
+  void deliver(int peer, int tag, std::vector<char> payload);
   // Takes the oldest message from `peer` with `tag` (mailMu_ held); false when there is none.
   bool takeMail(int peer, int tag, std::vector<char>* message);
-  bool queueFull(int peer);
+  // Counts bytes held for `peer` here, in its total and the process's (mailMu_ held).
+  void chargeLocked(int peer, int64_t bytes);
+  void charge(int peer, int64_t bytes);
+  // Whether a connection from `peer` may be read into more memory (mailMu_ held, or not for mayGrow).
+  bool mayGrowLocked(int peer) const;
+  bool mayGrow(int peer);
+  // The communicator is failed for good (a rank claimed twice, or a peer said so): every call fails with
+  // `text`. With `notifyPeers`, a helper thread tells every peer. Receiver thread.
+  void failCommunicator(const std::string& text, int peer, bool notifyPeers);
+  bool recordFailure(const std::string& text);  // false when it had failed already
+  Status failedError(const std::string& text) const { return fail(Status::kRemoteError, "%s", text.c_str()); }
+  void startNotifier(const std::string& text);
+  int sendVerdict(int fd, Status status, const std::string& text);
   void wakeReceiver();
   void markPeerClosed(int peer);
   void connectionEnded(const Incoming& in);
@@ -565,7 +612,11 @@ class TcpBootstrap final : public Bootstrap {
   std::map<std::pair<int, int>, std::deque<std::vector<char>>> mailbox_;  // (peer, tag) -> FIFO
   std::vector<char> peerClosed_;       // peer's connection ended: nothing more will arrive from it
   std::vector<char> peerLost_;         // ... and without a goodbye
-  std::vector<uint64_t> queuedBytes_;  // payload bytes delivered from each peer and not taken yet
+  std::vector<uint64_t> queuedBytes_;  // payload bytes read from each peer (queued or in a frame being read)
+  std::string failure_;                // set once: the communicator failed for good
+  bool ready_ = false;                 // init() has the peers' addresses: a failure can be told to them
+  bool notifying_ = false;             // notifier_ was started (once)
+  std::thread notifier_;
   int firstLost_ = -1;
   PeerLostHandler onLost_;
   bool receiverFailed_ = false;
@@ -659,6 +710,19 @@ Status TcpBootstrap::init(const IdLayout& id) {
     return fail(Status::kRemoteError, "bootstrap: rank %d: reading the address table: %s", rank_,
                 why.c_str());
   }
+  std::string failure;
+  bool notify = false;
+  {
+    std::lock_guard<std::mutex> lock(mailMu_);
+    ready_ = true;
+    failure = failure_;
+    notify = !failure.empty() && !notifying_;
+    notifying_ = notifying_ || notify;
+  }
+  if (!failure.empty()) {  // a rank was claimed twice before the peers were known: tell them now
+    if (notify) startNotifier(failure);
+    return failedError(failure);
+  }
   MSCCLPP_INFO(kBootstrap, "bootstrap: rank %d/%d ready, listening on %s (%s)", rank_, nranks_,
                addressToString(listenAddr_).c_str(), ifName.c_str());
   return Status::kSuccess;
@@ -675,7 +739,7 @@ Status TcpBootstrap::checkArgs(const char* op, int peer, int tag, const void* da
 
 Status TcpBootstrap::send(int peer, int tag, const void* data, size_t bytes) {
   MSCCLPP_TRY(checkArgs("send", peer, tag, data, bytes));
-  return sendFrame(peer, tag, data, bytes);
+  return sendFrame(peer, tag, data, bytes, deadlineAfter(timeout_));
 }
 
 Status TcpBootstrap::recv(int peer, int tag, void* data, size_t bytes) {
@@ -690,6 +754,7 @@ Status TcpBootstrap::recvAny(int tag, double seconds, int* peer, std::vector<cha
   std::unique_lock<std::mutex> lock(mailMu_);
   for (;;) {
     if (aborted_.load()) return abortedError();
+    if (!failure_.empty()) return failedError(failure_);
     for (int from = 0; from < nranks_; ++from) {
       if (!takeMail(from, tag, message)) continue;
       *peer = from;
@@ -707,6 +772,7 @@ Status TcpBootstrap::allGather(void* data, size_t bytesPerRank) {
   std::lock_guard<std::mutex> lock(collMu_);
   {
     std::lock_guard<std::mutex> mail(mailMu_);
+    if (!failure_.empty()) return failedError(failure_);
     if (firstLost_ >= 0) return lostPeerError("allGather");
   }
   // Ring: at step s, pass on the slot that arrived at step s-1 (own slot first). Only two connections
@@ -717,7 +783,8 @@ Status TcpBootstrap::allGather(void* data, size_t bytesPerRank) {
   for (int step = 0; step < nranks_ - 1; ++step) {
     const int sendSlot = (rank_ - step + nranks_) % nranks_;
     const int recvSlot = (rank_ - step - 1 + 2 * nranks_) % nranks_;
-    MSCCLPP_TRY(sendFrame(next, kTagAllGather, base + sendSlot * bytesPerRank, bytesPerRank));
+    MSCCLPP_TRY(sendFrame(next, kTagAllGather, base + sendSlot * bytesPerRank, bytesPerRank,
+                          deadlineAfter(timeout_)));
     MSCCLPP_TRY(recvFrame(prev, kTagAllGather, base + recvSlot * bytesPerRank, bytesPerRank));
   }
   return Status::kSuccess;
@@ -732,9 +799,9 @@ Status TcpBootstrap::barrier() {
   }
 }
 
-Status TcpBootstrap::connectPeer(Outgoing& out, int peer) {
+Status TcpBootstrap::connectPeer(Outgoing& out, int peer, Deadline deadline) {
   Socket sock;
-  Status status = connectSocket(peers_[peer], deadlineAfter(timeout_), &aborted_, &sock);
+  Status status = connectSocket(peers_[peer], deadline, &aborted_, &sock);
   if (!ok(status)) {
     std::string why = lastError();
     return fail(status, "bootstrap: rank %d cannot connect to rank %d at %s: %s", rank_, peer,
@@ -744,7 +811,7 @@ Status TcpBootstrap::connectPeer(Outgoing& out, int peer) {
   out.liveFd.store(out.sock.fd());
   if (aborted_.load()) return abortedError();  // abort() may have missed the new descriptor
   const PeerClaim claim = {rank_};
-  const Deadline handshake = deadlineAfter(std::min(timeout_, kHandshakeSeconds));
+  const Deadline handshake = std::min(deadline, deadlineAfter(kHandshakeSeconds));
   status = proveKey(out.sock.fd(), key_, KeyPurpose::kPeer, &claim, sizeof(claim), handshake, &aborted_);
   Reply verdict = {0, 0};
   if (ok(status)) status = recvAll(out.sock.fd(), &verdict, sizeof(verdict), handshake, &aborted_);
@@ -752,6 +819,7 @@ Status TcpBootstrap::connectPeer(Outgoing& out, int peer) {
     std::string text(std::min<uint32_t>(verdict.bytes, 4096), '\0');
     if (!ok(recvAll(out.sock.fd(), &text[0], text.size(), handshake, &aborted_))) text = "(message lost)";
     status = fail(Status::kRemoteError, "it refused this rank: %s", text.c_str());
+    if (verdict.status == static_cast<int32_t>(Status::kRemoteError)) recordFailure(text);  // it failed
   }
   if (ok(status)) return status;
   out.broken = true;
@@ -761,12 +829,18 @@ Status TcpBootstrap::connectPeer(Outgoing& out, int peer) {
               addressToString(peers_[peer]).c_str(), why.c_str());
 }
 
-Status TcpBootstrap::sendFrame(int peer, int tag, const void* data, size_t bytes) {
+Status TcpBootstrap::sendFrame(int peer, int tag, const void* data, size_t bytes, Deadline deadline) {
   if (aborted_.load()) return abortedError();
+  if (tag != kTagFailure) {
+    std::lock_guard<std::mutex> lock(mailMu_);
+    if (!failure_.empty()) return failedError(failure_);
+  }
   if (peer == rank_) {
     try {
       const char* p = static_cast<const char*>(data);
-      deliver(peer, tag, std::vector<char>(p, p + bytes));
+      std::vector<char> payload(p, p + bytes);
+      charge(peer, static_cast<int64_t>(bytes));
+      deliver(peer, tag, std::move(payload));
       return Status::kSuccess;
     } catch (const std::exception& e) {
       return fail(Status::kSystemError, "bootstrap: send to self: %s", e.what());
@@ -777,14 +851,15 @@ Status TcpBootstrap::sendFrame(int peer, int tag, const void* data, size_t bytes
                 "bootstrap: rank %d: a %zu-byte message to rank %d exceeds the limit of %llu", rank_, bytes,
                 peer, static_cast<unsigned long long>(kMaxFrameBytes));
   Outgoing& out = *out_[peer];
-  std::lock_guard<std::timed_mutex> lock(out.mu);
+  std::unique_lock<std::timed_mutex> lock(out.mu, deadline);
+  if (!lock.owns_lock())
+    return fail(Status::kTimeout, "bootstrap: rank %d: the connection to rank %d stayed busy", rank_, peer);
   if (out.broken)
     return fail(Status::kRemoteError, "bootstrap: rank %d: the connection to rank %d failed earlier", rank_,
                 peer);
-  if (!out.sock.valid()) MSCCLPP_TRY(connectPeer(out, peer));
+  if (!out.sock.valid()) MSCCLPP_TRY(connectPeer(out, peer, deadline));
 
   const FrameHeader header = {tag, 0, bytes};
-  const Deadline deadline = deadlineAfter(timeout_);
   Status status;
   if (bytes <= kCoalesceBytes) {
     char frame[sizeof(FrameHeader) + kCoalesceBytes];
@@ -806,12 +881,18 @@ Status TcpBootstrap::sendFrame(int peer, int tag, const void* data, size_t bytes
 Status TcpBootstrap::recvFrame(int peer, int tag, void* data, size_t bytes) {
   const Deadline deadline = deadlineAfter(timeout_);
   std::vector<char> message;
-  enum { kGot, kAborted, kClosed, kLost, kBroken, kTimedOut } outcome;
+  enum { kGot, kAborted, kFailed, kClosed, kLost, kBroken, kTimedOut } outcome;
+  std::string failure;
   {
     std::unique_lock<std::mutex> lock(mailMu_);
     for (;;) {
       if (aborted_.load()) {
         outcome = kAborted;
+        break;
+      }
+      if (!failure_.empty()) {
+        outcome = kFailed;
+        failure = failure_;
         break;
       }
       if (takeMail(peer, tag, &message)) {
@@ -840,6 +921,8 @@ Status TcpBootstrap::recvFrame(int peer, int tag, void* data, size_t bytes) {
   switch (outcome) {
     case kAborted:
       return abortedError();
+    case kFailed:
+      return failedError(failure);
     case kClosed:
       return fail(Status::kRemoteError, "bootstrap: rank %d: rank %d closed its connection (tag %d pending)",
                   rank_, peer, tag);
@@ -861,16 +944,12 @@ Status TcpBootstrap::recvFrame(int peer, int tag, void* data, size_t bytes) {
   return Status::kSuccess;
 }
 
-bool TcpBootstrap::deliver(int peer, int tag, std::vector<char> payload) {
-  bool room = true;
+void TcpBootstrap::deliver(int peer, int tag, std::vector<char> payload) {
   {
     std::lock_guard<std::mutex> lock(mailMu_);
-    queuedBytes_[peer] += payload.size();
-    room = queuedBytes_[peer] < kMaxQueuedBytes;
     mailbox_[{peer, tag}].push_back(std::move(payload));
   }
   mailCv_.notify_all();
-  return room;
 }
 
 bool TcpBootstrap::takeMail(int peer, int tag, std::vector<char>* message) {
@@ -879,15 +958,80 @@ bool TcpBootstrap::takeMail(int peer, int tag, std::vector<char>* message) {
   *message = std::move(it->second.front());
   it->second.pop_front();
   if (it->second.empty()) mailbox_.erase(it);
-  const bool wasFull = queuedBytes_[peer] >= kMaxQueuedBytes;
-  queuedBytes_[peer] -= message->size();
-  if (wasFull && queuedBytes_[peer] < kMaxQueuedBytes) wakeReceiver();  // read that peer again
+  const bool wasPaused = !mayGrowLocked(peer);
+  chargeLocked(peer, -static_cast<int64_t>(message->size()));
+  if (wasPaused && mayGrowLocked(peer)) wakeReceiver();  // read that peer again
   return true;
 }
 
-bool TcpBootstrap::queueFull(int peer) {
+void TcpBootstrap::chargeLocked(int peer, int64_t bytes) {
+  queuedBytes_[peer] += static_cast<uint64_t>(bytes);
+  processQueuedBytes += static_cast<uint64_t>(bytes);
+}
+
+void TcpBootstrap::charge(int peer, int64_t bytes) {
   std::lock_guard<std::mutex> lock(mailMu_);
-  return queuedBytes_[peer] >= kMaxQueuedBytes;
+  chargeLocked(peer, bytes);
+}
+
+bool TcpBootstrap::mayGrowLocked(int peer) const {
+  return queuedBytes_[peer] < kPeerFloorBytes || processQueuedBytes.load() < kMaxQueuedBytes;
+}
+
+bool TcpBootstrap::mayGrow(int peer) {
+  std::lock_guard<std::mutex> lock(mailMu_);
+  return mayGrowLocked(peer);
+}
+
+bool TcpBootstrap::recordFailure(const std::string& text) {
+  {
+    std::lock_guard<std::mutex> lock(mailMu_);
+    if (!failure_.empty()) return false;
+    failure_ = text;
+  }
+  mailCv_.notify_all();
+  return true;
+}
+
+void TcpBootstrap::failCommunicator(const std::string& text, int peer, bool notifyPeers) {
+  if (!recordFailure(text)) return;
+  logWarn("%s", text.c_str());
+  PeerLostHandler handler;
+  bool notify = false;
+  {
+    std::lock_guard<std::mutex> lock(mailMu_);
+    handler = onLost_;
+    notify = notifyPeers && ready_ && !notifying_;  // not ready: init() tells them, once it knows the peers
+    notifying_ = notifying_ || notify;
+  }
+  if (notify) startNotifier(text);
+  if (handler) handler(peer);  // stops the communicator's kernels
+}
+
+// A thread of its own: telling a peer may need a new connection, whose handshake needs that peer's
+// receiver, which may be telling us the same at that moment.
+void TcpBootstrap::startNotifier(const std::string& text) {
+  try {
+    notifier_ = std::thread([this, text] {
+      // Peers with a connection open first: one that must be connected to, or is gone, takes longer.
+      const Deadline deadline = deadlineAfter(kHandshakeSeconds);
+      for (bool connected : {true, false})
+        for (int peer = 0; peer < nranks_; ++peer)
+          if (peer != rank_ && (out_[peer]->liveFd.load() >= 0) == connected)
+            sendFrame(peer, kTagFailure, text.data(), text.size(), deadline);  // best effort
+    });
+  } catch (const std::exception& e) {
+    logWarn("bootstrap: rank %d: cannot tell the peers why the communicator failed: %s", rank_, e.what());
+  }
+}
+
+int TcpBootstrap::sendVerdict(int fd, Status status, const std::string& text) {
+  const Reply verdict = {static_cast<int32_t>(status), static_cast<uint32_t>(text.size())};
+  std::string message(reinterpret_cast<const char*>(&verdict), sizeof(verdict));
+  message += text;
+  // A new connection's socket buffer has room for it.
+  const ssize_t sent = ::send(fd, message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  return sent == static_cast<ssize_t>(message.size()) ? 1 : -1;
 }
 
 // Interrupts the receiver's poll (it then looks at every connection again).
@@ -940,7 +1084,7 @@ Status TcpBootstrap::watchPeers(PeerLostHandler onLost) {
     }
     // A connection each way for every pair: every rank then holds one that ends when a peer does.
     for (int peer = 0; peer < nranks_; ++peer)
-      if (peer != rank_) MSCCLPP_TRY(sendFrame(peer, kTagHello, nullptr, 0));
+      if (peer != rank_) MSCCLPP_TRY(sendFrame(peer, kTagHello, nullptr, 0, deadlineAfter(timeout_)));
     for (int peer = 0; peer < nranks_; ++peer)
       if (peer != rank_) MSCCLPP_TRY(recvFrame(peer, kTagHello, nullptr, 0));
     return Status::kSuccess;
@@ -1063,10 +1207,11 @@ void TcpBootstrap::receiverLoop() {
     fds.push_back({listener_.fd(), POLLIN, 0});
     Deadline wake = Clock::now() + std::chrono::seconds(1);
     for (const auto& in : conns) {
-      // A peer whose frames fill its queue is not read until the owner takes some (hang-ups still show).
-      const bool paused = in->peer >= 0 && queueFull(in->peer);
+      // A connection past the cap is not read until frames are taken (hang-ups still show).
+      const bool paused = in->peer >= 0 && !mayGrow(in->peer);
       fds.push_back({in->sock.fd(), static_cast<short>(paused ? 0 : POLLIN), 0});
       if (in->peer < 0) wake = std::min(wake, in->handshakeDeadline);
+      if (paused) wake = std::min(wake, Clock::now() + std::chrono::milliseconds(kPausedPollMs));
     }
     if (poll(fds.data(), fds.size(), pollTimeoutMs(wake)) < 0 && errno != EINTR)
       throw std::runtime_error(std::string("poll: ") + strerror(errno));
@@ -1085,7 +1230,11 @@ void TcpBootstrap::receiverLoop() {
                      rank_);
         keep = false;
       }
-      if (!keep) in.sock.close();
+      if (!keep) {
+        in.sock.close();
+        if (in.peer >= 0) charge(in.peer, -static_cast<int64_t>(in.payload.size()));  // a frame half read
+        in.payload = std::vector<char>();
+      }
     }
     conns.erase(std::remove_if(conns.begin(), conns.end(), [](const auto& in) { return !in->sock.valid(); }),
                 conns.end());
@@ -1129,13 +1278,18 @@ int TcpBootstrap::serveHandshake(Incoming& in) {
   PeerClaim claim;
   memcpy(&claim, in.head + kProofBytes, sizeof(claim));
   if (claim.rank < 0 || claim.rank >= nranks_ || claim.rank == rank_) return -1;
-  if (peerClaimed_[claim.rank]) {  // refused before it is tied to the rank: its end is no loss
-    logWarn("bootstrap: rank %d: dropping a second connection that claims to be rank %d", rank_, claim.rank);
-    return -1;
+  if (peerClaimed_[claim.rank]) {
+    // A rank connects once per bootstrap, so one of the two holds the key without being that rank (or the
+    // same id serves two jobs). Which one cannot be told: neither is believed, and the communicator fails.
+    const std::string text = "bootstrap: rank " + std::to_string(rank_) + ": rank " +
+                             std::to_string(claim.rank) +
+                             " was claimed by two connections (another process that holds the job's key, or "
+                             "one unique id used by two jobs); the communicator fails on every rank";
+    sendVerdict(in.sock.fd(), Status::kRemoteError, text);
+    failCommunicator(text, claim.rank, /*notifyPeers=*/true);
+    return -1;  // refused before it is tied to the rank: its end is no loss
   }
-  const Reply verdict = {0, 0};
-  if (::send(in.sock.fd(), &verdict, sizeof(verdict), MSG_NOSIGNAL | MSG_DONTWAIT) != sizeof(verdict))
-    return -1;
+  if (sendVerdict(in.sock.fd(), Status::kSuccess, "") < 0) return -1;
   peerClaimed_[claim.rank] = 1;
   in.peer = claim.rank;
   return 1;
@@ -1169,22 +1323,34 @@ bool TcpBootstrap::serveIncoming(Incoming& in) {
       in.inPayload = true;
     }
     if (in.have < in.header.bytes) {
-      // Grown as bytes arrive, never to what the header merely claims.
-      if (in.have == in.payload.size())
+      // Grown as bytes arrive, never to what the header merely claims, and within the process's cap.
+      if (in.have == in.payload.size()) {
+        if (!mayGrow(in.peer)) return true;  // paused until frames are taken (see receiverLoop)
+        const size_t before = in.payload.size();
         in.payload.resize(
             std::min<uint64_t>(in.header.bytes, std::max<size_t>(kFirstChunkBytes, 2 * in.have)));
+        charge(in.peer, static_cast<int64_t>(in.payload.size() - before));
+      }
       long n = readSome(in.sock.fd(), in.payload.data() + in.have, in.payload.size() - in.have);
       if (n == 0) return true;
       if (n < 0) break;
       in.have += static_cast<size_t>(n);
       if (in.have < in.header.bytes) continue;
     }
-    const bool room = in.header.tag == kTagGoodbye || deliver(in.peer, in.header.tag, std::move(in.payload));
-    in.saidGoodbye = in.saidGoodbye || in.header.tag == kTagGoodbye;
+    if (in.header.tag == kTagGoodbye || in.header.tag == kTagFailure) {  // for us, not for the owner
+      charge(in.peer, -static_cast<int64_t>(in.payload.size()));
+      in.saidGoodbye = in.saidGoodbye || in.header.tag == kTagGoodbye;
+      if (in.header.tag == kTagFailure)
+        failCommunicator("bootstrap: rank " + std::to_string(rank_) + ": rank " + std::to_string(in.peer) +
+                             " failed the communicator: " +
+                             std::string(in.payload.data(), std::min(in.payload.size(), kMaxFailureText)),
+                         in.peer, /*notifyPeers=*/false);
+    } else {
+      deliver(in.peer, in.header.tag, std::move(in.payload));
+    }
     in.payload = std::vector<char>();
     in.inPayload = false;
     in.have = 0;
-    if (!room) return true;  // paused until the owner takes frames
   }
   connectionEnded(in);  // the peer left, died or broke the protocol: nothing more will come
   return false;
