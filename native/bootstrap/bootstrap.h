@@ -1,8 +1,9 @@
 // Out-of-band rendezvous and host-side collectives among the ranks of one communicator, over TCP.
 //
-// A UniqueId names a root service (address + random secret). Every rank connects to the root, which
+// A UniqueId names a root service (address + the job's key). Every rank connects to the root, which
 // collects all ranks' listening addresses and hands the table back; afterwards ranks talk to each
-// other directly. Every connection must present the id's secret first; one that does not is dropped.
+// other directly. On every connection both ends prove that they hold the key (key_proof.h); one that
+// does not is dropped, and a rank claimed twice fails the communicator on every rank.
 // No CUDA call is ever made here (helper threads must stay safe during stream capture).
 #pragma once
 
@@ -25,7 +26,7 @@ struct UniqueId {
 };
 
 // ncclGetUniqueId: picks the address (NCCL_COMM_ID when set, else an interface chosen by
-// NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY), draws a random secret and starts the root service in
+// NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY), draws a random key and starts the root service in
 // this process. With NCCL_COMM_ID set no service is started here: rank 0 starts it (see create()).
 // `ignoreCommIdEnv` makes a fresh id with its own root service even when NCCL_COMM_ID is set; the
 // library uses it for the communicators that ncclCommSplit and ncclCommShrink create.

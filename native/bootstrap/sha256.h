@@ -1,6 +1,6 @@
-// SHA-256 (FIPS 180-4), header-only: the bootstrap turns a shared secret of any text into the 32-byte
-// secret of a unique id. Header-only so that every build of the bootstrap (library and test drivers)
-// gets it without another source file to list.
+// SHA-256 (FIPS 180-4), header-only: the hash under the bootstrap's job keys and its proofs (hmac.h).
+// Header-only so that every build of the bootstrap (library and test drivers) gets it without another
+// source file to list.
 #pragma once
 
 #include <cstddef>
