@@ -149,11 +149,14 @@ def flooder() -> None:
     watch = selectors.DefaultSelector()
 
     def connect() -> bool:
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        except OSError:  # out of descriptors: the backlog holds all this process could open
+            return False
         conn.setblocking(False)
         try:
             conn.connect(address)
-        except (BlockingIOError, OSError):  # full (EAGAIN), or out of descriptors
+        except OSError:  # full (EAGAIN)
             conn.close()
             return False
         watch.register(conn, selectors.EVENT_READ)
