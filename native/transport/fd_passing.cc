@@ -336,7 +336,9 @@ Status exchangeFds(Bootstrap& bootstrap, const Topology& topology, int offeredFd
   std::vector<int> connections(nranks, -1);
   std::vector<uint8_t> reached(static_cast<size_t>(nranks) * nranks, 0);
   if (ok(status)) {
-    const Deadline connectDeadline = std::min(deadline, deadlineAfter(kConnectRetrySeconds));
+    // Half the rendezvous timeout at most: the round below must still fit in what is left.
+    const double retry = std::min(kConnectRetrySeconds, bootstrapTimeoutSeconds() / 2);
+    const Deadline connectDeadline = std::min(deadline, deadlineAfter(retry));
     for (int r = 0; r < nranks; ++r) {
       if (!remote(r) || !offers[r].offering) continue;
       std::string why;
