@@ -1,5 +1,5 @@
 """CPU tests that a refused thread never ends the process (native/common/threads.cc, through
-tests/thread_failure_driver.cc, which makes pthread_create fail with EAGAIN after a given number of
+tests/thread_failure_driver.cc, whose pthread_create fails with EAGAIN after a given number of
 threads). std::thread throws std::system_error then, and an exception that leaves a thread body calls
 std::terminate; the library turns both into an error code, a log line, or the work run on the caller."""
 
@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 from host_build import build_driver, driver_env
 
-SOURCES = ["tests/thread_failure_driver.cc", "native/common/threads.cc", "native/common/logging.cc"]
+SOURCES = [
+    "tests/thread_failure_driver.cc",
+    "tests/thread_refusal.cc",
+    "native/common/threads.cc",
+    "native/common/logging.cc",
+]
 SYSTEM_ERROR = 2  # Status::kSystemError, ncclSystemError
 
 

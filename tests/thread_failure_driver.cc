@@ -1,17 +1,12 @@
-// Drives native/common/threads.cc on the CPU with thread creation refused, for
-// tests/test_thread_failure.py. This executable defines pthread_create, so std::thread reaches it first:
-// after MSCCLPP_TEST_THREADS_ALLOWED creations (unset: no limit) it fails with EAGAIN, as the system
-// does at a process limit, and otherwise hands over to the real one.
+// Drives native/common/threads.cc on the CPU with thread creation refused (tests/thread_refusal.cc), for
+// tests/test_thread_failure.py: after MSCCLPP_TEST_THREADS_ALLOWED creations (unset: no limit) the
+// system "refuses" a thread.
 //
 //   thread_failure_driver start       startThread with creation refused: prints "STATUS <code> <text>"
 //   thread_failure_driver concurrent  runConcurrently of 3 tasks: prints "RAN <n> INLINE <m>"
 //   thread_failure_driver throw       a body that throws: prints "SURVIVED"
 // Each then prints "DONE" and exits 0; the process ending any other way is the failure tested for.
-#include <dlfcn.h>
-#include <pthread.h>
-
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,24 +15,13 @@
 
 #include "native/common/logging.h"
 #include "native/common/threads.h"
+#include "tests/thread_refusal.h"
 
 using namespace mscclpp_nccl;
 
-namespace {
-std::atomic<int> created{0};
-}  // namespace
-
-extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*),
-                              void* arg) {
-  const char* allowed = getenv("MSCCLPP_TEST_THREADS_ALLOWED");
-  if (allowed != nullptr && created.fetch_add(1) >= atoi(allowed)) return EAGAIN;
-  using Create = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
-  static Create real = reinterpret_cast<Create>(dlsym(RTLD_NEXT, "pthread_create"));
-  return real(thread, attr, start, arg);
-}
-
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "";
+  if (const char* allowed = getenv("MSCCLPP_TEST_THREADS_ALLOWED")) threadsAllowed = atoi(allowed);
   if (strcmp(mode, "start") == 0) {
     std::thread thread;
     bool ran = false;
