@@ -7,6 +7,16 @@
 // stock_search.h. The first candidate that passes every check below wins; when none does, the error
 // names every place searched and why each candidate was refused.
 //
+// Checked before loading, because dlopen runs a library's constructors before it returns; a candidate
+// that fails any check never has its code run, and NCCL_DEBUG=INFO names it and why it was refused:
+//  - where it is (path_trust.h): an absolute path; a file owned by root or this user and not writable
+//    by everyone; its directory not world-writable, nor any directory above it unless sticky.
+//  - what it is (elf_probe.h, read from the file): 64-bit little-endian ELF of this machine, a shared
+//    library whose SONAME is libnccl.so.2 and whose .dynsym defines every required function below;
+//    when its .rodata carries stock's "NCCL version X.Y.Z" banner, that version is 2.27 or newer.
+// The candidate that passes is loaded once, by its resolved path; after loading, its ncclGetVersion
+// must answer 2.27 or newer (the only check for a library without the banner).
+//
 // How it loads: dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND), in the default link-map namespace.
 //  - Stock's symbols never resolve to ours: stock calls its own exported functions through its PLT
 //    (NCCL 2.32.3 has JUMP_SLOT relocations for ncclBroadcast, ncclGetUniqueId, ncclGetErrorString,
@@ -34,9 +44,9 @@
 //  - A stock file some other code already loaded without RTLD_DEEPBIND is reused as it was bound.
 //
 // Never ourselves: a candidate is refused when it is the file this library was loaded from (device
-// and inode, so symbolic and hard links count), a copy of it (same GNU build id), or, once loaded,
-// when its ncclGetVersion lies in this library's object. Our library exports exactly stock's names
-// (tests/test_exports.py), so no marker symbol could tell it apart.
+// and inode, so symbolic and hard links count), a copy of it (same GNU build id), both before loading,
+// or, once loaded, when its ncclGetVersion lies in this library's object. Our library exports exactly
+// stock's names (tests/test_exports.py), so no marker symbol could tell it apart.
 //
 // The types come from shim/nccl.h, which tests/test_abi.py checks against stock's nccl.h: this table is
 // stock NCCL's ABI, the one place in native/ where NCCL types appear.
