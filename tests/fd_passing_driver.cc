@@ -7,7 +7,8 @@
 //     offering rank (its contents read back) and -1 for silent_rank. late_rank sleeps late_ms before
 //     the exchange (leaving the others' sockets open that long, for strangers to try). Prints
 //     "EXCHANGE rank R took S s" (exchangeFds alone), then "OK rank R" and exits 0, or prints the error
-//     and exits 1. Without arguments: prints usage and exits 2.
+//     and exits 1. Without arguments: prints usage and exits 2. With MSCCLPP_TEST_REFUSE_THREADS=1 set,
+//     no thread can start during the exchange (tests/thread_refusal.cc).
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include "native/bootstrap/bootstrap.h"
 #include "native/common/logging.h"
 #include "native/transport/fd_passing.h"
+#include "tests/thread_refusal.h"
 
 using namespace mscclpp_nccl;
 
@@ -84,7 +86,10 @@ int main(int argc, char** argv) {
   std::vector<int> received;
   if (rank == late) std::this_thread::sleep_for(std::chrono::milliseconds(lateMs));
   const auto start = std::chrono::steady_clock::now();
+  const char* refuse = getenv("MSCCLPP_TEST_REFUSE_THREADS");
+  if (refuse != nullptr && strcmp(refuse, "1") == 0) threadsAllowed = 0;
   const Status exchanged = exchangeFds(*bootstrap, topology, offered, &received);
+  threadsAllowed = -1;
   printf("EXCHANGE rank %d took %.3f s\n", rank,
          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   fflush(stdout);

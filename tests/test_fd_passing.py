@@ -31,6 +31,7 @@ SOURCES = [
     "native/common/threads.cc",
     "native/transport/fd_passing.cc",
     "tests/fd_passing_driver.cc",
+    "tests/thread_refusal.cc",
 ]
 RANK_TIMEOUT_S = 60
 LATE_MS = 1500  # how long the late rank keeps the exchange open for the stranger
@@ -149,6 +150,7 @@ def flooder() -> None:
     watch = selectors.DefaultSelector()
 
     def connect() -> bool:
+        nonlocal full
         try:
             conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         except OSError:  # out of descriptors: the backlog holds all this process could open
@@ -156,16 +158,18 @@ def flooder() -> None:
         conn.setblocking(False)
         try:
             conn.connect(address)
-        except OSError:  # full (EAGAIN)
+        except OSError as error:
+            full = full or isinstance(error, BlockingIOError)  # EAGAIN: the backlog is full
             conn.close()
             return False
         watch.register(conn, selectors.EVENT_READ)
         return True
 
+    full = False
     while connect():
         pass
     held = len(watch.get_map())
-    print(f"FILLED {held}", flush=True)
+    print(f"FILLED {held} {'full' if full else 'out of descriptors'}", flush=True)
     dropped = 0
     stop = time.monotonic() + FLOOD_S
     while time.monotonic() < stop:
@@ -179,7 +183,7 @@ def flooder() -> None:
 
 
 def exchange_beside(
-    driver: Path, tmp_path: Path, script: list[str]
+    driver: Path, tmp_path: Path, script: list[str], more_env: dict[str, str] | None = None
 ) -> tuple[str, list[tuple[int, str]], str]:
     """Runs this file in `script` mode beside two ranks, of which only rank 0 offers and rank 1 comes
     LATE_MS late: (what the script said, each rank's exit code and output, a report of all three)."""
@@ -188,7 +192,7 @@ def exchange_beside(
     assert proc.stdout is not None
     ready = proc.stdout.readline()
     assert ready.startswith("READY"), ready
-    env = driver_env() | {"NCCL_DEBUG": "WARN", "MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT": "10"}
+    env = driver_env() | {"NCCL_DEBUG": "WARN", "MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT": "10"} | (more_env or {})
     outputs = run_ranks(driver, tmp_path / "id", 2, ["1", "1", str(LATE_MS)], env)
     try:
         said = ready + proc.communicate(timeout=STRANGER_WAIT_S + 10)[0]
@@ -209,6 +213,21 @@ def test_fd_backlog_filled_by_a_stranger_still_exchanges(driver: Path, tmp_path:
     result = re.search(r"RESULT held \d+ dropped (\d+)", said)
     assert result and int(result.group(1)) > 0, report  # the server drained the backlog meanwhile
     assert "refused a connection" in outputs[0][1], report
+
+
+def test_fd_backlog_fallback_is_warned(driver: Path, tmp_path: Path) -> None:
+    """Where the backlog does stay full (here no thread can start to drain it, and the flooder holds it
+    past the retries' window, half the rendezvous timeout), the late rank copies through scratch, and
+    NCCL_DEBUG=WARN says why on both ranks: never silently."""
+    env = {"MSCCLPP_TEST_REFUSE_THREADS": "1", "MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT": "4"}
+    said, outputs, report = exchange_beside(driver, tmp_path, ["flood"], env)
+    if "full" not in said:
+        pytest.skip(f"this process may not open enough descriptors to fill a backlog: {said}")
+    assert "descriptor socket served only after every rank connected" in outputs[0][1], report
+    late = outputs[1][1]
+    assert "EXCHANGE rank 1" in late and "FAIL the descriptor of rank 0" in late, report
+    assert re.search(r"cannot reach rank 0's descriptor socket \(its backlog stayed full", late), report
+    assert "copy through scratch" in late, report
 
 
 def exchange_with_stranger(driver: Path, tmp_path: Path, action: str, uid: int, why: str) -> None:
