@@ -6,10 +6,12 @@
 #include <cstring>
 #include <utility>
 
+#include "native/bootstrap/sha256.h"
 #include "native/common/env.h"
 #include "native/common/logging.h"
 #include "native/fallback/fallback_mode.h"
 #include "native/routed_communicator.h"
+#include "native/stall_monitor.h"
 #include "native/transport/cuda_check.h"
 #include "native/transport/peer_access.h"
 #include "native/transport/setup_copy.h"
@@ -47,6 +49,11 @@ Status Communicator::create(const UniqueId& id, int rank, int nranks, std::uniqu
   std::unique_ptr<Bootstrap> bootstrap;
   MSCCLPP_TRY(Bootstrap::create(id, rank, nranks, bootstrapTimeoutSeconds(), &bootstrap, link));
   std::unique_ptr<Communicator> comm(new Communicator());
+  // What NCCL prints as commHash: a name of the communicator shared by its ranks (the id's secret
+  // does not show through a one-way hash).
+  uint8_t digest[32];
+  sha256(std::string(id.bytes, sizeof(id.bytes)), digest);
+  memcpy(&comm->commHash_, digest, sizeof(comm->commHash_));
   MSCCLPP_TRY(comm->connect(std::move(bootstrap), role));
   comm->bootstrap_->detachAbortLink();  // set up: from now on only its own abort reaches it
   *out = std::move(comm);
@@ -202,6 +209,11 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
   packets.wait.stopped = reinterpret_cast<int*>(deviceCounters_ + stoppedAt);
   packets.wait.timeoutNs = envSecondsAsNs("MSCCLPP_NCCL_WAIT_TIMEOUT", 0.0);
   packets.wait.rank = rank_;
+  MSCCLPP_TRY(StallWatch::create(rank_, nranks_, commHash_, &stallWatch_));
+  if (stallWatch_) {
+    packets.wait.stallNs = stallWatch_->stallNs();
+    packets.wait.stall = stallWatch_->deviceReport();
+  }
 
   P2pComm& p2p = transports_.p2p;
   p2p.packets = packets;
@@ -241,8 +253,11 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
   MSCCLPP_TRY(bootstrap_->barrier());
   // From here a peer's death stops this communicator's kernels and shows in asyncError().
   MSCCLPP_TRY(bootstrap_->watchPeers([this](int peer) { onPeerLost(peer); }));
-  MSCCLPP_INFO(kInit, "rank %d/%d on GPU %d (%d ranks on it): %zu-packet slots, up to %d blocks", rank_,
-               nranks_, device_, topology_.ranksOnMyGpu, slotPackets, selector_.maxBlocks());
+  MSCCLPP_INFO(
+      kInit,
+      "rank %d/%d commHash 0x%016llx on GPU %d (%d ranks on it): %zu-packet slots, grids up to %d blocks",
+      rank_, nranks_, static_cast<unsigned long long>(commHash_), device_, topology_.ranksOnMyGpu,
+      slotPackets, selector_.maxBlocks());
   return Status::kSuccess;
 }
 
@@ -340,6 +355,7 @@ Status Communicator::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
   AllReduceArgs call = args;
   call.ticket = order_.newWork();
   if (args.count == 0) return Status::kSuccess;
+  numberCall(Collective::kAllReduce, args.count * dataTypeSize(args.type));
   if (nranks_ == 1 && !args.op.scaling.preMultiply) {
     // A single rank's reduction is its input (Avg divides by one).
     if (args.recv != args.send)
@@ -434,6 +450,7 @@ Status Communicator::exchange(const ExchangeArgs& args, cudaStream_t stream) {
   ExchangeArgs call = args;
   call.ticket = order_.newWork();
   if (args.rangeBytes == 0) return Status::kSuccess;
+  numberCall(collective, args.rangeBytes);
   // Every rank reaches the same answer here: it depends on the call's shape only.
   const bool maps = selector_.mapsBuffers(collective, dataTypeSize(args.type), args.rangeBytes,
                                           args.reduce && args.op.scaling.preMultiply);
@@ -465,10 +482,21 @@ Status Communicator::sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream
     if (op.peer < 0 || op.peer >= nranks_)
       return fail(Status::kInvalidArgument, "peer %d is not a rank of this communicator", op.peer);
   if (routed_) return routed_->sendRecv(ops, stream);  // a routed communicator hands out no tickets
+  size_t bytes = 0;
+  for (const P2pOp& op : ops) bytes += op.bytes;
+  numberCall(Collective::kSendRecv, bytes);
   uint64_t published = 0;
   MSCCLPP_TRY(runSendRecv(transports_, selector_, ops, ticket, stream, &published));
   order_.published(published);
   return Status::kSuccess;
+}
+
+void Communicator::numberCall(Collective collective, size_t bytes) {
+  if (!stallWatch_) return;
+  const uint64_t number = stallWatch_->beginCall(collectiveName(collective), bytes);
+  for (WaitControl* wait : {&transports_.packets.wait, &transports_.p2p.packets.wait, &transports_.lanes.wait,
+                            &transports_.p2pLanes.wait, &transports_.direct.wait})
+    wait->call = number;
 }
 
 Status Communicator::asyncError() const {

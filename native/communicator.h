@@ -17,6 +17,7 @@
 #include "native/bootstrap/bootstrap.h"
 #include "native/common/status.h"
 #include "native/fallback/hierarchy.h"
+#include "native/stall_monitor.h"
 #include "native/stream_order.h"
 #include "native/transport/block_share.h"
 #include "native/transport/mapped_allocations.h"
@@ -104,6 +105,9 @@ class Communicator {
   Status connectRouted(const HostLayout& layout, CommPath path);
   Status joinNewCommunicator(const std::vector<int>& members, std::unique_ptr<Communicator>* out,
                              CommRole role = {});
+  // Gives the call about to be launched its number on this communicator, which its kernels' stall
+  // reports carry (native/stall_monitor.h).
+  void numberCall(Collective collective, size_t bytes);
   // On the bootstrap's receiver thread (no CUDA calls): records the rank and stops the kernels.
   void onPeerLost(int peer);
   // Both buffers (`bytes` each) on every rank, when each lies in a mapped window here (then, by the
@@ -140,6 +144,8 @@ class Communicator {
   mutable std::mutex windowsMutex_;
   std::vector<std::unique_ptr<SymmetricWindow>> windows_;
   std::unique_ptr<MappedAllocations> mapped_;  // users' allocations shared with the peers (null: off)
+  uint64_t commHash_ = 0;                      // NCCL's commHash: a hash of the unique id
+  std::unique_ptr<StallWatch> stallWatch_;     // null: stall reports are off (MSCCLPP_NCCL_STALL_REPORT=0)
   std::unique_ptr<BlockShare> blocks_;         // this rank's blocks of its GPU (native path)
 };
 

@@ -62,3 +62,28 @@ def test_abort_while_a_call_is_blocked(nranks: int, call: str, tmp_path: Path) -
     env = {"MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT": "60", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT"}
     output = _launch(nranks, tmp_path, f"blocked:{call}", **env)
     _assert_passed(output, f"blocked:{call}", nranks)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nranks", [2, 4])
+def test_stall_report_names_the_call_and_the_late_rank(nranks: int) -> None:
+    """The last rank stops calling for 6 s; with MSCCLPP_NCCL_STALL_REPORT=2 every other rank prints one
+    NCCL WARN line naming the communicator, the stalled all_reduce by its number and the late rank, and
+    then completes the call exactly when the late rank comes."""
+    wait_for_device()
+    env = {"MSCCLPP_NCCL_STALL_REPORT": "2", "MSCCLPP_NCCL_WAIT_TIMEOUT": "0"}
+    output = run_ranks(
+        nranks, ROOT / "tests" / "gpu" / "stall_worker.py", "6", timeout=LAUNCH_TIMEOUT, env=env
+    )
+    assert output.count("PASS stall") == nranks, output[-6000:]
+    late = nranks - 1
+    reports = [ln for ln in output.splitlines() if "NCCL WARN" in ln and "MSCCLPP_NCCL_STALL_REPORT" in ln]
+    print("\n".join(reports))
+    assert len(reports) == nranks - 1, output[-6000:]  # one line per waiting rank, none from the late one
+    stalled = re.search(r"STALLED_CALL (\S+ #\d+)", output)
+    assert stalled is not None, output[-6000:]
+    for line in reports:
+        assert re.search(r"commHash 0x[0-9a-f]{16} rank \d+: ", line), line
+        assert stalled.group(1) in line and line.rstrip().split("no data yet from rank ")[1].startswith(
+            f"{late}."
+        ), line

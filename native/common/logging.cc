@@ -155,6 +155,13 @@ void logWarn(const char* fmt, ...) {
   va_end(ap);
 }
 
+void logWarnAlways(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  emit("WARN", fmt, ap);
+  va_end(ap);
+}
+
 Status fail(Status status, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -22,6 +22,9 @@ enum class LogSubsys : unsigned {
 bool logInfoEnabled(LogSubsys subsys);
 void logInfo(LogSubsys subsys, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 void logWarn(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+// A WARN line printed whatever NCCL_DEBUG says: for what a user must see without asking (a call that
+// has stalled, a rendezvous anyone may join).
+void logWarnAlways(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // Records `fmt` as this thread's last error, prints it as a WARN line when NCCL_DEBUG asks, and
 // returns `status` so that call sites read `return fail(Status::kInvalidArgument, "...")`.
