@@ -6,6 +6,7 @@
 #include <cstring>
 #include <utility>
 
+#include "native/algorithms/kernel_preload.h"
 #include "native/bootstrap/sha256.h"
 #include "native/common/env.h"
 #include "native/common/logging.h"
@@ -107,6 +108,7 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
     ranksOfProcess += topology_.sameProcess(rank_, r) && topology_.sameGpu(rank_, r);
   }
   const RankInfo& me = topology_.ranks[rank_];
+  preloadKernels(device_);  // before any of our kernels can wait in this process (kernel_preload.h)
   blocks_ = std::make_unique<BlockShare>(device_, me.smCount, topology_.ranksOnMyGpu, ranksOfProcess);
   int proposedGrid = blocks_->proposed();
   // The intra-host part of a routed communicator: the parent's other ranks and stock's kernels run

@@ -1,5 +1,6 @@
 #include "native/algorithms/allreduce_two_shot_chunked.cuh"
 #include "native/algorithms/kernel_launch.h"
+#include "native/algorithms/module_anchor.cuh"
 #include "native/common/logging.h"
 #include "native/device/dependent_launch.cuh"
 
@@ -39,5 +40,7 @@ Status launchAllReduceTwoShotChunked(const LaneComm& comm, const AllReduceArgs& 
   };
   return launched(dispatchReduce(args.type, args.op.op, launch), "all-reduce (two-shot chunked)");
 }
+
+MSCCLPP_MODULE_ANCHOR(allReduceTwoShotChunkedModule)
 
 }  // namespace mscclpp_nccl

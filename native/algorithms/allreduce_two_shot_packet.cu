@@ -2,6 +2,7 @@
 #include "native/algorithms/collective_names.cuh"
 #include "native/algorithms/exchange.h"
 #include "native/algorithms/kernel_launch.h"
+#include "native/algorithms/module_anchor.cuh"
 #include "native/algorithms/packet_kernel.cuh"
 #include "native/algorithms/reduce_dispatch.cuh"
 #include "native/common/logging.h"
@@ -125,5 +126,7 @@ Status launchReduceTwoShotPacket(const PacketComm& comm, const ExchangeArgs& arg
                              args.type, args.op,  args.ticket};
   return launchTwoShotPacket(comm, reduce, args.root, shape, stream, "reduce (two-shot packet)");
 }
+
+MSCCLPP_MODULE_ANCHOR(allReduceTwoShotPacketModule)
 
 }  // namespace mscclpp_nccl

@@ -1,6 +1,7 @@
 #include "native/algorithms/allreduce_two_shot_chunked.cuh"
 #include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/lane_kernel.cuh"
+#include "native/algorithms/module_anchor.cuh"
 #include "native/algorithms/packet_kernel.cuh"
 #include "native/algorithms/zero_copy_kernel.cuh"
 #include "native/common/logging.h"
@@ -173,5 +174,7 @@ Status launchAllReduceMapped(const ZeroCopyComm& comm, const LaneComm& lanes, co
   };
   return dispatchReduce(args.type, args.op.op, launch);
 }
+
+MSCCLPP_MODULE_ANCHOR(allReduceZeroCopyModule)
 
 }  // namespace mscclpp_nccl

@@ -1,6 +1,7 @@
 #include "native/algorithms/collective_names.cuh"
 #include "native/algorithms/exchange_chunked.cuh"
 #include "native/algorithms/kernel_launch.h"
+#include "native/algorithms/module_anchor.cuh"
 #include "native/common/logging.h"
 #include "native/device/dependent_launch.cuh"
 
@@ -37,5 +38,7 @@ Status launchExchangeChunked(const LaneComm& comm, const ExchangeArgs& args, Lau
   return launched(dispatchExchange(args.collective, args.reduce, args.type, args.op.op, launch),
                   "chunked exchange");
 }
+
+MSCCLPP_MODULE_ANCHOR(exchangeChunkedModule)
 
 }  // namespace mscclpp_nccl

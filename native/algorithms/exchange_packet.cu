@@ -3,6 +3,7 @@
 #include "native/algorithms/collective_names.cuh"
 #include "native/algorithms/exchange.h"
 #include "native/algorithms/kernel_launch.h"
+#include "native/algorithms/module_anchor.cuh"
 #include "native/algorithms/packet_kernel.cuh"
 #include "native/algorithms/reduce_dispatch.cuh"
 #include "native/common/logging.h"
@@ -140,5 +141,7 @@ Status launchExchange(const PacketComm& comm, const ExchangeArgs& args, LaunchSh
   };
   return dispatchExchange(args.collective, args.reduce, args.type, args.op.op, launch);
 }
+
+MSCCLPP_MODULE_ANCHOR(exchangePacketModule)
 
 }  // namespace mscclpp_nccl

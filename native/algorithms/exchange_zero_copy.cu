@@ -2,6 +2,7 @@
 #include "native/algorithms/exchange_chunked.cuh"
 #include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/lane_kernel.cuh"
+#include "native/algorithms/module_anchor.cuh"
 #include "native/algorithms/packet_kernel.cuh"
 #include "native/algorithms/zero_copy_kernel.cuh"
 #include "native/common/logging.h"
@@ -149,5 +150,7 @@ Status launchExchangeMapped(const ZeroCopyComm& comm, const LaneComm& lanes, con
   return launched(dispatchExchange(args.collective, args.reduce, args.type, args.op.op, launch),
                   "zero-copy exchange");
 }
+
+MSCCLPP_MODULE_ANCHOR(exchangeZeroCopyModule)
 
 }  // namespace mscclpp_nccl

@@ -2,6 +2,7 @@
 
 #include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/lane_kernel.cuh"
+#include "native/algorithms/module_anchor.cuh"
 #include "native/algorithms/p2p.h"
 #include "native/algorithms/packet_kernel.cuh"
 #include "native/common/logging.h"
@@ -76,5 +77,7 @@ Status launchP2pChunked(const LaneComm& comm, const std::vector<P2pOp>& ops, int
   };
   return launched(dispatchCopy(elementBytes, launch), "send/recv (chunked)");
 }
+
+MSCCLPP_MODULE_ANCHOR(sendRecvChunkedModule)
 
 }  // namespace mscclpp_nccl
