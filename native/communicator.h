@@ -100,8 +100,8 @@ class Communicator {
  private:
   Communicator() = default;
   Status connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role);
-  // The rest of connect() for a communicator that is not native (issue 12): its intra-host
-  // communicator and stock ones (native/routed_communicator.h) instead of our transport.
+  // The rest of connect() for a communicator that is not native (native/fallback/DESIGN.md): its
+  // intra-host communicator and stock ones (native/routed_communicator.h) instead of our transport.
   Status connectRouted(const HostLayout& layout, CommPath path);
   Status joinNewCommunicator(const std::vector<int>& members, std::unique_ptr<Communicator>* out,
                              CommRole role = {});

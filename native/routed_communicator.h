@@ -1,6 +1,6 @@
-// The part of a communicator that does not run on our transport alone (issue 12): over several hosts,
-// an intra-host communicator of ours per host, a stock NCCL "rail" per local rank index and a stock
-// communicator over every rank; or, all-stock, the last alone. Communicator (native/communicator.h)
+// The part of a communicator that does not run on our transport alone (native/fallback/DESIGN.md): over
+// several hosts, an intra-host communicator of ours per host, a stock NCCL "rail" per local rank index and a
+// stock communicator over every rank; or, all-stock, the last alone. Communicator (native/communicator.h)
 // owns one when the path chosen at init (native/fallback/hierarchy.h) is not the native one, and
 // forwards its collectives here. Design and open points: native/fallback/DESIGN-wiring.md.
 #pragma once

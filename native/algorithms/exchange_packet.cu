@@ -23,7 +23,7 @@ __global__ void __launch_bounds__(kPacketThreads, kPacketBlocksPerSm)
     exchangePacketKernel(PacketComm comm, ExchangeArgs args, size_t chunkWords, int rounds, bool early) {
   // The peer sets are compile-time constants, so that each kernel holds only the loops of its own flow:
   // the same schedule with them read at run time is 15-25% slower at 4 and 8 ranks
-  // (perf/experiments/exchange_latency, session 16).
+  // (perf/experiments/exchange_latency).
   constexpr ExchangeFlow kFlow = exchangeFlow(Name::kCollective, kRoot);
   constexpr PeerSet kSendTo = kFlow.sendTo, kRecvFrom = kFlow.recvFrom;
   enterKernel(early);

@@ -1,4 +1,5 @@
-// MSCCLPP_NCCL_FALLBACK, the one switch between our transport and stock NCCL (issue 12), read here only:
+// MSCCLPP_NCCL_FALLBACK, the one switch between our transport and stock NCCL (native/fallback/DESIGN.md),
+// read here only:
 //   0              a communicator over several hosts fails at init, as before the fallback existed
 //   unset, "", 1   the default: several hosts go the hierarchical way (native/fallback/hierarchy.h)
 //   all            every communicator goes through stock NCCL, for comparisons ("ALL" too)

@@ -1,6 +1,6 @@
-// How a communicator over several hosts is cut for the hierarchical path of issue 12: one intra-host
-// communicator per host on our kernels, one inter-host "rail" per local rank index on stock NCCL, and
-// all_reduce, all_gather and reduce_scatter as steps over them. Pure and CUDA-free: this decides, the
+// How a communicator over several hosts is cut for the hierarchical path (design: DESIGN.md here): one
+// intra-host communicator per host on our kernels, one inter-host "rail" per local rank index on stock NCCL,
+// and all_reduce, all_gather and reduce_scatter as steps over them. Pure and CUDA-free: this decides, the
 // communicator executes (native/routed_communicator.cc).
 //
 // Hosts are the ranks' layout host ids (native/transport/host_identity.h), given in rank order. Ranks of
@@ -53,7 +53,8 @@ struct PathChoice {
 // and hosts hold two ranks or more: with unequal hosts the slices each host reduces would not line up
 // across the rails, and with one rank a host there is nothing for our kernels; both go all-stock, which
 // is correct for any layout. One host keeps the native path under 0 and 1 (serving configurations our
-// transport cannot, issue 12 deliverable 3, is not decided here).
+// transport cannot, such as GPUs without peer access (native/transport/peer_access.h), is not
+// decided here).
 PathChoice choosePath(FallbackMode mode, const HostLayout& layout);
 const char* commPathName(CommPath path);
 

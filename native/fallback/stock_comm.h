@@ -1,6 +1,6 @@
 // One communicator of the private stock NCCL (stock_nccl.h) over some ranks of one of ours: its unique
 // id travels over our bootstrap, and it is destroyed (or aborted) with its owner. Used by the routed
-// communicators of issue 12 (native/routed_communicator.h) for the rails and the all-rank communicator.
+// communicators (native/routed_communicator.h) for the rails and the all-rank communicator.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,6 +1,6 @@
 // A private stock NCCL: loads NVIDIA's libnccl.so.2 (2.27 or newer) beside this library, which exports
 // the same names, and gives its functions as a typed table. It is for communicators our transport
-// cannot serve (several hosts, issue 12): loaded when the first routed communicator is created
+// cannot serve (several hosts, DESIGN.md here): loaded when the first routed communicator is created
 // (native/routed_communicator.cc), never for a communicator of one host.
 //
 // Where it looks, and the variables it reads (MSCCLPP_NCCL_FALLBACK_LIB, MSCCLPP_NCCL_PYTHON_SITE):

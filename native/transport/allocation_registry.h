@@ -1,4 +1,4 @@
-// The allocations of one rank that its peers may map, for zero-copy without windows (issue 13; design:
+// The allocations of one rank that its peers may map, for zero-copy without windows (design:
 // native/transport/DESIGN-zero-copy.md). Pure bookkeeping, CUDA-free: the caller looks up an
 // allocation's identity (CU_POINTER_ATTRIBUTE_BUFFER_ID and its range) and carries out the events, which
 // say what to announce to the peers (transport/mapped_allocations.h).

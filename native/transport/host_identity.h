@@ -1,9 +1,9 @@
 // The host a rank announces at communicator init, in two forms:
 //  - physical: a hash of the host name and boot id. It decides what CUDA IPC and descriptor passing may
 //    reach (sameProcess, sameGpu, ranksOnMyGpu), so it never changes with a setting.
-//  - layout: the host the hierarchical path of issue 12 groups ranks by (one intra-host communicator per
-//    layout host, native/fallback/hierarchy.h). It is the physical one unless MSCCLPP_NCCL_HOST_ID is set,
-//    which lets tests cut one machine into fake hosts (4 ranks as 2 hosts of 2). Read by
+//  - layout: the host the hierarchical path groups ranks by (one intra-host communicator per layout host,
+//    native/fallback/hierarchy.h and DESIGN.md there). It is the physical one unless MSCCLPP_NCCL_HOST_ID is
+//    set, which lets tests cut one machine into fake hosts (4 ranks as 2 hosts of 2). Read by
 //    Communicator::connect.
 #pragma once
 

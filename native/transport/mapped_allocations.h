@@ -1,4 +1,4 @@
-// Zero-copy without windows (issue 13; design: DESIGN-zero-copy.md): the allocations that this rank's
+// Zero-copy without windows (design: DESIGN-zero-copy.md): the allocations that this rank's
 // large collectives use are exported to the peers the first time they appear, and the peers' are mapped
 // here as they arrive, so that kernels can read and write the users' buffers on every rank directly.
 //

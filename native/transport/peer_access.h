@@ -1,6 +1,6 @@
 // Whether this rank's GPU can map the memory of every other GPU of its host that the communicator uses:
 // our transport needs that (CUDA IPC between GPUs is peer access). Without it the communicator goes
-// through stock NCCL instead of failing (issue 12, deliverable 3; native/communicator.cc decides).
+// through stock NCCL instead of failing (native/fallback/DESIGN.md; native/communicator.cc decides).
 #pragma once
 
 #include "native/transport/rank_info.h"
