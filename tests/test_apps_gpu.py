@@ -115,8 +115,8 @@ def test_mesh_app(app: str, nranks: int, request: pytest.FixtureRequest) -> None
     run_app(app, nranks, request)
 
 
-# The hierarchical path of issue 12 under PyTorch, which loads its own NCCL beside ours and our private
-# stock copy: DDP over one GPU cut into fake hosts (the launcher's --fake-hosts).
+# The hierarchical path (native/fallback/DESIGN.md) under PyTorch, which loads its own NCCL beside ours and
+# our private stock copy: DDP over one GPU cut into fake hosts (the launcher's --fake-hosts).
 @pytest.mark.gpu
 @pytest.mark.skipif(torch_missing(), reason="PyTorch is not installed")
 @pytest.mark.skipif(

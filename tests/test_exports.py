@@ -89,7 +89,7 @@ def test_soname() -> None:
 def test_library_is_never_unloaded() -> None:
     """Its own threads (bootstrap receivers, a rendezvous root waiting for late ranks) may outlive a
     dlclose, such as cffi's when its handle is collected at exit: the library must stay mapped
-    (DF_1_NODELETE), or they run on in unmapped code (SIGSEGV at exit, seen on the GPU in session 6)."""
+    (DF_1_NODELETE), or they run on in unmapped code (SIGSEGV at exit, seen on the GPU)."""
     if shutil.which("readelf") is None:
         pytest.skip("readelf (binutils) is not installed")
     ours, why = stock_nccl.our_lib()

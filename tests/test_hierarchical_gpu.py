@@ -1,8 +1,8 @@
-"""Communicators over several hosts (issue 12), on one GPU cut into fake hosts by the launcher's
---fake-hosts (MSCCLPP_NCCL_HOST_ID per rank): intra-host steps on our kernels, the rails and the rest
-on a private stock NCCL. The collective suites run unchanged on them (tests/gpu/collectives_worker.py
-and allreduce_worker.py check every collective, type and op, in and out of place, in groups and
-graphs, against NumPy); tests/gpu/hierarchy_worker.py adds what only these communicators have.
+"""Communicators over several hosts (native/fallback/DESIGN.md), on one GPU cut into fake hosts by the
+launcher's --fake-hosts (MSCCLPP_NCCL_HOST_ID per rank): intra-host steps on our kernels, the rails and the
+rest on a private stock NCCL. The collective suites run unchanged on them (tests/gpu/collectives_worker.py and
+allreduce_worker.py check every collective, type and op, in and out of place, in groups and graphs, against
+NumPy); tests/gpu/hierarchy_worker.py adds what only these communicators have.
 
 Needs a stock NCCL that accepts ranks sharing a GPU (2.30 or newer): MSCCLPP_NCCL_FALLBACK_LIB names it
 (on the GPU machine, the 2.30.7 build from ../shared/stock-nccl). Skips without it."""

@@ -1,4 +1,4 @@
-"""CPU tests of the groundwork for communicators over several hosts (issue 12), through
+"""CPU tests of the groundwork for communicators over several hosts (native/fallback/DESIGN.md), through
 tests/hierarchy_driver.cc: the host layout (native/fallback/hierarchy.cc), the path each layout takes
 under MSCCLPP_NCCL_FALLBACK (fallback_mode.cc), the plans of hierarchical all_reduce, all_gather and
 reduce_scatter, and the MSCCLPP_NCCL_HOST_ID override that cuts one machine into fake hosts

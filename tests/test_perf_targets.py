@@ -1,4 +1,4 @@
-"""perf/targets.py: the speed-up arithmetic behind issue 4's geometric-mean target (CPU only)."""
+"""perf/targets.py: the arithmetic of the geometric-mean speed-up over stock NCCL at 4 ranks (CPU only)."""
 
 from __future__ import annotations
 
@@ -74,8 +74,8 @@ def load_side_by_side():
 
 
 def test_side_by_side_figures(tmp_path: Path) -> None:
-    """Issue 13's arithmetic: the slowest ratio and its size, the geometric mean up to 32 MB, and the
-    share of the floor (2·N·S for all_reduce at 4.3 TB/s) from 32 MB up."""
+    """perf/side_by_side.py's arithmetic: the slowest ratio and its size, the geometric mean up to 32 MB, and
+    the share of the floor (2·N·S for all_reduce at 4.3 TB/s) from 32 MB up."""
     side = load_side_by_side()
     sizes = [8, 1 << 20, 32 << 20, 64 << 20]
     stock = {s: 100.0 for s in sizes}

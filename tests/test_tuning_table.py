@@ -817,14 +817,14 @@ def test_shipped_table(driver: Path, tmp_path: Path) -> None:
         TWO_SHOT,
         "allreduce_two_shot_chunked",
         "allreduce_two_shot_chunked",
-        TWO_SHOT,  # session 10: packets beat the mapped path at 2 ranks up to 1 MB
+        TWO_SHOT,  # packets beat the mapped path at 2 ranks up to 1 MB
         "allreduce_two_shot_chunked",
         "exchange_chunked",
         "none",
         ONE_SHOT,
-        "reduce_two_shot_packet",  # session 16: the two-shot reduce at 8 ranks, 256-512 KB
-        "exchange_packet",  # session 11: packets beat lanes at 2 ranks up to 2 MB broadcasts
+        "reduce_two_shot_packet",  # the two-shot reduce at 8 ranks, 256-512 KB
+        "exchange_packet",  # packets beat lanes at 2 ranks up to 2 MB broadcasts
         "exchange_packet",
     ]
     assert answers[0].split()[1] == "0" and answers[8].split()[1] == "8"  # 8 blocks from 4 to 16 KB
-    assert answers[11].split()[1] == "16"  # session 11: a grid that launches early
+    assert answers[11].split()[1] == "16"  # a grid that launches early

@@ -1,7 +1,8 @@
-"""Zero-copy without windows (issue 13): large all-reduces on ordinary device memory go zero-copy once
-every peer has mapped the allocations, and stay exact through reuse, reallocation at the same address,
-graph replays, memory that cannot be shared and more allocations than are kept. N ranks share the GPU
-under MPS; the scenarios live in tests/gpu/zero_copy_worker.py, each rank checking its own results.
+"""Zero-copy without windows (native/transport/DESIGN-zero-copy.md): large all-reduces on ordinary device
+memory go zero-copy once every peer has mapped the allocations, and stay exact through reuse, reallocation at
+the same address, graph replays, memory that cannot be shared and more allocations than are kept. N ranks
+share the GPU under MPS; the scenarios live in tests/gpu/zero_copy_worker.py, each rank checking its own
+results.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One rank of the zero-copy-without-windows tests (issue 13); run N with `python -m mscclpp_nccl.run`.
+"""One rank of the zero-copy-without-windows tests; run N with `python -m mscclpp_nccl.run`.
 
 Large all-reduces on ordinary device memory: the library exports each allocation to the peers the first
 time a call uses it and goes zero-copy once every peer has mapped it. Every scenario checks every result
