@@ -12,6 +12,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 STOCK_VERSION = "2.32.3"
 STOCK_VERSION_CODE = 23203
 
@@ -82,6 +84,14 @@ def our_lib() -> tuple[Path | None, str]:
     if not path.is_file():
         return None, f"{path} is not built (set MSCCLPP_NCCL_LIB or build the package)"
     return path, ""
+
+
+def require_cuda_include() -> str:
+    """`-I` for a directory holding cuda_runtime.h; skips the calling test where there is none."""
+    include, why = cuda_include_dir()
+    if include is None:
+        pytest.skip(why)
+    return f"-I{include}"
 
 
 def cuda_include_dir() -> tuple[Path | None, str]:

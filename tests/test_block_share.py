@@ -14,7 +14,7 @@ import pytest
 from host_build import build_driver, driver_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stock_nccl import cuda_include_dir
+from stock_nccl import require_cuda_include
 
 SOURCES = ["native/transport/block_share.cc", "tests/block_share_driver.cc"]
 SMS = 132  # an H200
@@ -28,11 +28,8 @@ def held(grid: int) -> int:
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    include, why = cuda_include_dir()
-    if include is None:
-        pytest.skip(why)
     out = tmp_path_factory.mktemp("block_share") / "block_share_driver"
-    return build_driver(out, SOURCES, [], 0, [f"-I{include}"])
+    return build_driver(out, SOURCES, [], 0, [require_cuda_include()])
 
 
 def play(driver: Path, commands: list[str]) -> list[list[int]]:

@@ -14,7 +14,7 @@ import pytest
 from host_build import REPO, build_driver, driver_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stock_nccl import cuda_include_dir
+from stock_nccl import require_cuda_include
 
 SOURCES = ["shim/group.cc", "native/common/logging.cc", "tests/group_error_text_driver.cc"]
 INVALID_USAGE = 5
@@ -23,11 +23,8 @@ INTERNAL_ERROR = 3
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    include, why = cuda_include_dir()
-    if include is None:
-        pytest.skip(why)
     out = tmp_path_factory.mktemp("group_error") / "group_error_text_driver"
-    flags = ["-iquote", str(REPO / "tests" / "stubs"), f"-I{include}", "-pthread"]
+    flags = ["-iquote", str(REPO / "tests" / "stubs"), require_cuda_include(), "-pthread"]
     return build_driver(out, SOURCES, ["none"], 0, flags)
 
 

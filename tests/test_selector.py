@@ -14,7 +14,7 @@ import pytest
 from host_build import REPO, build_driver, driver_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stock_nccl import cuda_include_dir
+from stock_nccl import require_cuda_include
 
 SOURCES = [
     "native/common/json.cc",
@@ -96,11 +96,8 @@ class Choice:
 
 @pytest.fixture(scope="session")
 def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    include, why = cuda_include_dir()
-    if include is None:
-        pytest.skip(why)
     out = tmp_path_factory.mktemp("selector") / "selector_driver"
-    return build_driver(out, SOURCES, COMMS[4].args(), 0, [f"-I{include}"])
+    return build_driver(out, SOURCES, COMMS[4].args(), 0, [require_cuda_include()])
 
 
 def choose(
