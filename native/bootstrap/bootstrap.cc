@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <condition_variable>
 #include <cstdio>
@@ -579,6 +580,10 @@ class TcpBootstrap final : public Bootstrap {
   void failCommunicator(const std::string& text, int peer, bool notifyPeers);
   bool recordFailure(const std::string& text);  // false when it had failed already
   Status failedError(const std::string& text) const { return fail(Status::kRemoteError, "%s", text.c_str()); }
+  // A send that failed because the peer closed its connection may be the echo of a failure announced
+  // elsewhere (a rank claimed twice: the rank that saw it tells every peer, and some close at once). Waits
+  // briefly for that notice so that the error names the cause, not the closed connection.
+  Status causeOf(Status status);
   void startNotifier(const std::string& text);
   int sendVerdict(int fd, Status status, const std::string& text);
   void wakeReceiver();
@@ -739,7 +744,16 @@ Status TcpBootstrap::checkArgs(const char* op, int peer, int tag, const void* da
 
 Status TcpBootstrap::send(int peer, int tag, const void* data, size_t bytes) {
   MSCCLPP_TRY(checkArgs("send", peer, tag, data, bytes));
-  return sendFrame(peer, tag, data, bytes, deadlineAfter(timeout_));
+  return causeOf(sendFrame(peer, tag, data, bytes, deadlineAfter(timeout_)));
+}
+
+Status TcpBootstrap::causeOf(Status status) {
+  if (ok(status) || status == Status::kTimeout) return status;
+  constexpr auto kNoticeWait = std::chrono::seconds(2);
+  std::unique_lock<std::mutex> lock(mailMu_);
+  mailCv_.wait_for(lock, kNoticeWait,
+                   [&] { return !failure_.empty() || firstLost_ >= 0 || aborted_.load(); });
+  return failure_.empty() ? status : failedError(failure_);
 }
 
 Status TcpBootstrap::recv(int peer, int tag, void* data, size_t bytes) {
@@ -783,8 +797,8 @@ Status TcpBootstrap::allGather(void* data, size_t bytesPerRank) {
   for (int step = 0; step < nranks_ - 1; ++step) {
     const int sendSlot = (rank_ - step + nranks_) % nranks_;
     const int recvSlot = (rank_ - step - 1 + 2 * nranks_) % nranks_;
-    MSCCLPP_TRY(sendFrame(next, kTagAllGather, base + sendSlot * bytesPerRank, bytesPerRank,
-                          deadlineAfter(timeout_)));
+    MSCCLPP_TRY(causeOf(sendFrame(next, kTagAllGather, base + sendSlot * bytesPerRank, bytesPerRank,
+                                  deadlineAfter(timeout_))));
     MSCCLPP_TRY(recvFrame(prev, kTagAllGather, base + recvSlot * bytesPerRank, bytesPerRank));
   }
   return Status::kSuccess;
