@@ -833,7 +833,9 @@ Status TcpBootstrap::connectPeer(Outgoing& out, int peer, Deadline deadline) {
     std::string text(std::min<uint32_t>(verdict.bytes, 4096), '\0');
     if (!ok(recvAll(out.sock.fd(), &text[0], text.size(), handshake, &aborted_))) text = "(message lost)";
     status = fail(Status::kRemoteError, "it refused this rank: %s", text.c_str());
-    if (verdict.status == static_cast<int32_t>(Status::kRemoteError)) recordFailure(text);  // it failed
+    // It failed the communicator: so does this rank, and it tells its own peers too, so that the news
+    // reaches every rank even where the first rank to know stopped before telling them all.
+    if (verdict.status == static_cast<int32_t>(Status::kRemoteError)) failCommunicator(text, peer, true);
   }
   if (ok(status)) return status;
   out.broken = true;
