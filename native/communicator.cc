@@ -394,6 +394,22 @@ MappedCall Communicator::describeBuffers(const void* send, size_t sendBytes, con
   return mapped;
 }
 
+void Communicator::registerBuffer(const void* buffer, size_t bytes) {
+  if (routed_) {
+    if (routed_->intra()) routed_->intra()->registerBuffer(buffer, bytes);
+    return;
+  }
+  if (mapped_ && bytes > 0) mapped_->registerBuffer(buffer, bytes);
+}
+
+void Communicator::unregisterBuffer(const void* buffer) {
+  if (routed_) {
+    if (routed_->intra()) routed_->intra()->unregisterBuffer(buffer);
+    return;
+  }
+  if (mapped_) mapped_->unregisterBuffer(buffer);
+}
+
 Status Communicator::registerWindow(void* buffer, size_t bytes, bool symmetric, SymmetricWindow** out) {
   // Over several hosts a window is the intra-host communicator's: its steps of a plan go zero-copy there.
   if (routed_) {

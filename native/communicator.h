@@ -67,6 +67,12 @@ class Communicator {
   // through their final barriers, every peer's access to this one), then unmaps the peers' windows.
   Status deregisterWindow(SymmetricWindow* window);
 
+  // ncclCommRegister / ncclCommDeregister: local. A registered buffer's allocation is exported to the
+  // peers now, so that collectives on it go zero-copy from their first call, and is held until
+  // unregistered, when every peer closes its mapping. Buffers that cannot be shared stay a hint.
+  void registerBuffer(const void* buffer, size_t bytes);
+  void unregisterBuffer(const void* buffer);
+
   // Brackets one call's work (a collective, or a whole group's) so that it runs after this
   // communicator's previous call and before its next one, whatever streams they use: the work is
   // issued on streams[0] between the two, and streams[1..count) join it (see native/stream_order.h).

@@ -1,9 +1,10 @@
 // Memory allocation, buffer registration and windows.
 //
-// ncclCommRegister is local in NCCL, so peers cannot map what it names without an exchange at call
-// time: it stays a validated hint and those buffers copy through scratch. Windows are collective:
-// registering one maps every peer's (native/transport/symmetric_window.h), and with
-// NCCL_WIN_COLL_SYMMETRIC, all-reduces whose buffers lie in windows go zero-copy.
+// ncclCommRegister is local in NCCL: the buffer's allocation is exported to the peers at once, and they
+// map it in the background, so that large collectives on it go zero-copy from their first call
+// (native/transport/mapped_allocations.h); deregistering makes every peer close its mapping. Windows are
+// collective: registering one maps every peer's (native/transport/symmetric_window.h), and with
+// NCCL_WIN_COLL_SYMMETRIC, collectives whose buffers lie in windows go zero-copy.
 #include <cuda_runtime.h>
 
 #include <memory>
@@ -64,6 +65,11 @@ NCCL_API(ncclResult_t, ncclCommRegister, (const ncclComm_t comm, void* buff, siz
   std::unique_ptr<Registration> registration(new Registration{Registration::kMagic, comm, buff, size});
   liveHandles().add(registration.get());  // may throw: the registration is not leaked
   *handle = registration.release();
+  // Best effort: a buffer that cannot be shared still registers (as in NCCL) and copies through scratch.
+  withImpl(comm, "ncclCommRegister: comm was aborted", [&](mscclpp_nccl::Communicator& impl) {
+    impl.registerBuffer(buff, size);
+    return Status::kSuccess;
+  });
   return ncclSuccess;
 }
 
@@ -76,6 +82,10 @@ NCCL_API(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void* handle)
       }))
     return toNccl(fail(Status::kInvalidUsage, "ncclCommDeregister: not a registration of this comm"));
   registration->magic = 0;
+  withImpl(comm, "ncclCommDeregister: comm was aborted", [&](mscclpp_nccl::Communicator& impl) {
+    impl.unregisterBuffer(registration->buffer);
+    return Status::kSuccess;
+  });
   delete registration;
   return ncclSuccess;
 }

@@ -1,7 +1,9 @@
 // Drives native/transport/allocation_registry.cc on the CPU for tests/test_allocation_registry.py.
-// Arguments: CAPACITY; then on stdin one call per line, "ID BASE BYTES [PIN]" (numbers; PIN 1 pins it).
-// Prints for each "index I gen G" (or "full") and the events it produced ("export I G ID" /
-// "retire I G ID"), then "size N".
+// Arguments: CAPACITY; then on stdin one command per line:
+//   "ID BASE BYTES [HOW]"  a use (HOW 0: a call, 1: a captured call, 2: a registration);
+//   "u ID"                 ends the registration of ID;  "f ID": forgets ID (its memory was freed).
+// Prints for each use "index I gen G" (or "full"), for the others "done", each followed by the events it
+// produced ("export I G ID" / "retire I G ID"); then "size N".
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -9,16 +11,37 @@
 
 #include "native/transport/allocation_registry.h"
 
+namespace {
+
+void printEvents(const std::vector<mscclpp_nccl::RegistryEvent>& events) {
+  for (const auto& e : events)
+    printf(" | %s %u %u %" PRIu64, e.kind == mscclpp_nccl::RegistryEvent::Kind::kExport ? "export" : "retire",
+           e.index, e.generation, e.key.bufferId);
+  printf("\n");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   mscclpp_nccl::AllocationRegistry registry(static_cast<uint16_t>(argc > 1 ? atoi(argv[1]) : 4));
   uint64_t id = 0, base = 0, bytes = 0, call = 0;
   char line[256];
   while (fgets(line, sizeof(line), stdin)) {
-    int pin = 0;
-    if (sscanf(line, "%" SCNu64 " %" SCNu64 " %" SCNu64 " %d", &id, &base, &bytes, &pin) < 3) break;
     std::vector<mscclpp_nccl::RegistryEvent> events;
-    const mscclpp_nccl::AllocationKey key{id, static_cast<uintptr_t>(base), bytes};
-    const uint16_t index = registry.use(key, ++call, pin != 0, &events);
+    char command = 0;
+    if (sscanf(line, "%c %" SCNu64, &command, &id) == 2 && (command == 'u' || command == 'f')) {
+      if (command == 'u')
+        registry.unregister(id, &events);
+      else
+        registry.forget(id, &events);
+      printf("done");
+      printEvents(events);
+      continue;
+    }
+    int how = 0;
+    if (sscanf(line, "%" SCNu64 " %" SCNu64 " %" SCNu64 " %d", &id, &base, &bytes, &how) < 3) break;
+    const mscclpp_nccl::AllocationKey key{id, static_cast<uintptr_t>(base), bytes, 0};
+    const uint16_t index = registry.use(key, ++call, static_cast<mscclpp_nccl::RegistryUse>(how), &events);
     if (index == mscclpp_nccl::AllocationRegistry::kNoIndex) {
       printf("full%s\n", events.empty() ? "" : " with events");
       continue;
@@ -28,11 +51,7 @@ int main(int argc, char** argv) {
     if (!registry.find(id, &foundIndex, &generation) || foundIndex != index) return 3;
     if (registry.generationOf(index) != generation) return 4;
     printf("index %u gen %u", index, generation);
-    for (const auto& e : events)
-      printf(" | %s %u %u %" PRIu64,
-             e.kind == mscclpp_nccl::RegistryEvent::Kind::kExport ? "export" : "retire", e.index,
-             e.generation, e.key.bufferId);
-    printf("\n");
+    printEvents(events);
   }
   printf("size %zu\n", registry.size());
   return 0;

@@ -20,8 +20,9 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_driver(tmp_path_factory.mktemp("registry") / "driver", SOURCES, [], 0)
 
 
-def run(driver: Path, calls: list[tuple[int, ...]], capacity: int = 4) -> list[str]:
-    text = "".join(" ".join(map(str, call)) + "\n" for call in calls)
+def run(driver: Path, calls: list[tuple[int, ...] | str], capacity: int = 4) -> list[str]:
+    """Each call is a use (ID, BASE, BYTES[, HOW]: 0 a call, 1 captured, 2 registered) or a command."""
+    text = "".join((call if isinstance(call, str) else " ".join(map(str, call))) + "\n" for call in calls)
     proc = subprocess.run(
         [str(driver), str(capacity)], input=text, capture_output=True, text=True, env=driver_env(), timeout=20
     )
@@ -97,3 +98,26 @@ def test_bounded_whatever_comes(driver: Path, capacity: int) -> None:
     lines = run(driver, calls, capacity=capacity)
     assert int(lines[-1].split()[1]) <= capacity
     assert all(int(line.split()[1]) < capacity for line in lines[:-1]), "an index beyond the capacity"
+
+
+def test_a_registration_holds_its_allocation_until_unregistered(driver: Path) -> None:
+    # 1 is registered: 2 and 3 take turns in the other index; unregistering 1 retires it.
+    lines = run(driver, [(1, 0, MB, 2), (2, MB, MB), (3, 2 * MB, MB), "u 1", (4, 3 * MB, MB)], capacity=2)
+    assert lines[0] == "index 0 gen 0 | export 0 0 1"
+    assert lines[2] == "index 1 gen 1 | retire 1 0 2 | export 1 1 3"
+    assert lines[3] == "done | retire 0 0 1"
+    assert lines[4] == "index 0 gen 1 | export 0 1 4"
+
+
+def test_unregistering_keeps_what_a_graph_holds(driver: Path) -> None:
+    lines = run(driver, [(1, 0, MB, 2), (1, 0, MB, 1), "u 1", (2, MB, MB), (3, 2 * MB, MB)], capacity=2)
+    assert lines[2] == "done"  # a graph captured it: kept
+    assert lines[4] == "index 1 gen 1 | retire 1 0 2 | export 1 1 3"  # 1 stays, 2 goes for room
+
+
+def test_a_freed_allocation_is_forgotten_with_a_retirement(driver: Path) -> None:
+    lines = run(driver, [(1, 0, MB), (2, MB, MB), "f 1", "f 1", (3, 5 * MB, MB)], capacity=2)
+    assert lines[2] == "done | retire 0 0 1"
+    assert lines[3] == "done"  # already gone
+    assert lines[4] == "index 0 gen 1 | export 0 1 3"
+    assert lines[-1] == "size 2"

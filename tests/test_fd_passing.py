@@ -30,6 +30,7 @@ SOURCES = [
     "native/common/logging.cc",
     "native/common/threads.cc",
     "native/transport/fd_passing.cc",
+    "native/transport/unix_socket.cc",
     "tests/fd_passing_driver.cc",
     "tests/thread_refusal.cc",
 ]

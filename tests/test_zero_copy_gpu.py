@@ -43,3 +43,27 @@ def test_zero_copy_disabled() -> None:
     output = run_ranks(2, WORKER, "recurring", "graph", env=env)
     assert_all_passed(output, ["recurring", "graph"], 2)
     assert mapped_calls(output) == (0, 0), "MSCCLPP_NCCL_ZERO_COPY=0 still took the mapped path"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nranks", [2, 4, 8])
+def test_zero_copy_on_cumem_memory(nranks: int) -> None:
+    output = run_ranks(nranks, WORKER, "cumem", env=LOG)
+    assert_all_passed(output, ["cumem"], nranks)
+    ready, waiting = mapped_calls(output)
+    # 8 eager all-reduces and 20 replays of a captured one: all but the first eager calls go zero-copy.
+    assert ready >= 6 * nranks, f"only {ready} mapped calls on cuMem memory were ready ({waiting} not)"
+
+
+@pytest.mark.gpu
+def test_registered_buffers_are_zero_copy_from_the_first_call() -> None:
+    output = run_ranks(4, WORKER, "registered", env=LOG)
+    assert_all_passed(output, ["registered"], 4)
+    ready, waiting = mapped_calls(output)
+    assert (ready, waiting) == (6 * 4, 0), f"{ready} ready, {waiting} not: registration was not honoured"
+
+
+@pytest.mark.gpu
+def test_freed_memory_returns_to_the_driver() -> None:
+    output = run_ranks(4, WORKER, "memory_returns")
+    assert_all_passed(output, ["memory_returns"], 4)

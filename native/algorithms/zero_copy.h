@@ -31,6 +31,12 @@ struct MappedBuffer {
   uint32_t ready;
 };
 
+// One peer allocation as mapped here: its start and its size.
+struct MappedRegion {
+  char* base;  // null: not mapped
+  uint64_t bytes;
+};
+
 // What a rank posts to its peers for a mapped zero-copy call.
 struct MappedCall {
   MappedBuffer send;
@@ -41,9 +47,9 @@ struct ZeroCopyComm {
   int rank;
   int nranks;
   uint64_t* localFlags;  // arrived[block][sender], finished[block][sender], then MappedCall[block][sender]
-  uint64_t* const* peerFlags;  // device array: every rank's flags as mapped here (own entry too)
-  uint64_t* calls;             // [block]: calls this block index has run
-  char* const* mappedTable;    // [rank][kMaxMappedAllocations]: peers' allocations mapped here (or null)
+  uint64_t* const* peerFlags;       // device array: every rank's flags as mapped here (own entry too)
+  uint64_t* calls;                  // [block]: calls this block index has run
+  const MappedRegion* mappedTable;  // [rank][kMaxMappedAllocations]: peers' allocations mapped here
   WaitControl wait;
 };
 

@@ -26,9 +26,9 @@ __device__ __forceinline__ MappedCall loadMappedCall(const MappedCall* slot) {
 // Rank r's buffer as mapped here. The table entry was written before r learned that it is mapped, so
 // it is in place whenever r's description says ready.
 __device__ __forceinline__ char* mappedBuffer(const ZeroCopyComm& comm, int r, const MappedBuffer& buffer) {
-  const volatile uint64_t* entry = reinterpret_cast<const volatile uint64_t*>(
-      comm.mappedTable + static_cast<size_t>(r) * kMaxMappedAllocations + buffer.index);
-  return reinterpret_cast<char*>(*entry) + buffer.offset;
+  const volatile uint64_t* base = reinterpret_cast<const volatile uint64_t*>(
+      &comm.mappedTable[static_cast<size_t>(r) * kMaxMappedAllocations + buffer.index].base);
+  return reinterpret_cast<char*>(*base) + buffer.offset;
 }
 
 // Posts `mine` to every peer and arrives at call `call`'s first barrier; then, if every rank's buffers

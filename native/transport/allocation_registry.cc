@@ -18,7 +18,8 @@ std::unordered_map<uint64_t, AllocationRegistry::Entry>::const_iterator
 AllocationRegistry::leastRecentlyUsed() const {
   auto oldest = byId_.end();
   for (auto it = byId_.begin(); it != byId_.end(); ++it)
-    if (!it->second.pinned && (oldest == byId_.end() || it->second.lastCall < oldest->second.lastCall))
+    if (!it->second.captured && !it->second.registered &&
+        (oldest == byId_.end() || it->second.lastCall < oldest->second.lastCall))
       oldest = it;
   return oldest;
 }
@@ -27,12 +28,14 @@ bool AllocationRegistry::wouldEvict(const AllocationKey& key) const {
   return byId_.count(key.bufferId) == 0 && byId_.size() >= capacity_;
 }
 
-uint16_t AllocationRegistry::use(const AllocationKey& key, uint64_t call, bool pin,
+uint16_t AllocationRegistry::use(const AllocationKey& key, uint64_t call, RegistryUse how,
                                  std::vector<RegistryEvent>* events) {
+  const bool captured = how == RegistryUse::kCaptured, registered = how == RegistryUse::kRegistered;
   auto found = byId_.find(key.bufferId);
   if (found != byId_.end()) {
     found->second.lastCall = call;
-    found->second.pinned = found->second.pinned || pin;
+    found->second.captured = found->second.captured || captured;
+    found->second.registered = found->second.registered || registered;
     return found->second.index;
   }
   // Registered allocations whose range meets this one's were freed (CUDA handed their memory out again).
@@ -61,10 +64,24 @@ uint16_t AllocationRegistry::use(const AllocationKey& key, uint64_t call, bool p
     index = static_cast<uint16_t>(generations_.size());
     generations_.push_back(0);
   }
-  byId_[key.bufferId] = Entry{key, index, generations_[index], call, pin};
+  byId_[key.bufferId] = Entry{key, index, generations_[index], call, captured, registered};
   byBase_[key.base] = key.bufferId;
   events->push_back({RegistryEvent::Kind::kExport, index, generations_[index], key});
   return index;
+}
+
+void AllocationRegistry::unregister(uint64_t bufferId, std::vector<RegistryEvent>* events) {
+  auto it = byId_.find(bufferId);
+  if (it == byId_.end()) return;
+  it->second.registered = false;
+  if (!it->second.captured) retire(bufferId, events);
+}
+
+std::vector<AllocationKey> AllocationRegistry::allocations() const {
+  std::vector<AllocationKey> keys;
+  keys.reserve(byId_.size());
+  for (const auto& entry : byId_) keys.push_back(entry.second.key);
+  return keys;
 }
 
 bool AllocationRegistry::find(uint64_t bufferId, uint16_t* index, uint32_t* generation) const {

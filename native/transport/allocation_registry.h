@@ -18,9 +18,14 @@ namespace mscclpp_nccl {
 
 struct AllocationKey {
   uint64_t bufferId;
-  uintptr_t base;  // start of the allocation
-  size_t bytes;    // its extent
+  uintptr_t base;    // start of the allocation
+  size_t bytes;      // its extent
+  uint32_t sharing;  // how peers map it: the caller's, carried along
 };
+
+// Why an allocation is used: for one call, for a call captured into a CUDA graph (which may hold its
+// index for as long as it lives), or for a registration (ncclCommRegister), held until unregistered.
+enum class RegistryUse { kCall, kCaptured, kRegistered };
 
 struct RegistryEvent {
   enum class Kind { kExport, kRetire };
@@ -32,17 +37,22 @@ struct RegistryEvent {
 
 class AllocationRegistry {
  public:
-  // What use() returns when the registry is full of pinned allocations.
+  // What use() returns when the registry is full of allocations that graphs or registrations hold.
   static constexpr uint16_t kNoIndex = 0xffff;
 
   explicit AllocationRegistry(uint16_t capacity) : capacity_(capacity) {}
 
   // The index of `key`'s allocation, used by call number `call`. A new allocation is exported; one whose
   // range overlaps allocations registered before retires them (they were freed); at capacity, the least
-  // recently used allocation that is not pinned is retired first (kNoIndex: all are pinned, nothing
-  // changes). `pin`: never retire it for room (a CUDA graph may hold its index for as long as it lives).
-  // What the peers must learn is appended to `events`, in order.
-  uint16_t use(const AllocationKey& key, uint64_t call, bool pin, std::vector<RegistryEvent>* events);
+  // recently used allocation that is held by neither a graph nor a registration is retired first
+  // (kNoIndex: none is, nothing changes). What the peers must learn is appended to `events`, in order.
+  uint16_t use(const AllocationKey& key, uint64_t call, RegistryUse how, std::vector<RegistryEvent>* events);
+  // Ends the registration of allocation `bufferId`; it is retired unless a graph holds it.
+  void unregister(uint64_t bufferId, std::vector<RegistryEvent>* events);
+  // Retires allocation `bufferId` (its memory was freed).
+  void forget(uint64_t bufferId, std::vector<RegistryEvent>* events) { retire(bufferId, events); }
+  // Every registered allocation.
+  std::vector<AllocationKey> allocations() const;
   // Whether use(key) would retire a live allocation for room (callers make sure no queued work still
   // reaches it through the peers' mappings first).
   bool wouldEvict(const AllocationKey& key) const;
@@ -59,9 +69,10 @@ class AllocationRegistry {
     uint16_t index;
     uint32_t generation;
     uint64_t lastCall;
-    bool pinned;
+    bool captured;    // a graph holds it
+    bool registered;  // a registration holds it
   };
-  // The least recently used allocation that is not pinned (byId_.end(): none).
+  // The least recently used allocation that nothing holds (byId_.end(): none).
   std::unordered_map<uint64_t, Entry>::const_iterator leastRecentlyUsed() const;
   void retire(uint64_t bufferId, std::vector<RegistryEvent>* events);
 

@@ -4,15 +4,14 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/types.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -20,6 +19,7 @@
 #include "native/bootstrap/socket.h"
 #include "native/common/logging.h"
 #include "native/common/threads.h"
+#include "native/transport/unix_socket.h"
 
 namespace mscclpp_nccl {
 namespace {
@@ -28,10 +28,9 @@ constexpr int kLoggedRefusals = 4;  // a flood of strangers must not flood the l
 // How long a rank keeps retrying a peer's socket whose backlog strangers filled. The server drains its
 // backlog meanwhile, so a stranger can delay zero-copy by this much at most, never turn it off quietly.
 constexpr double kConnectRetrySeconds = 10.0;
-constexpr int kMaxRetrySleepMs = 20;
 
 struct Offer {
-  uint8_t name[16];  // random socket name: none to predict and bind first (/proc/net/unix lists it)
+  UnixSocketName name;
   uint64_t token;    // a client proves it is a peer by sending this first
   int32_t pid;       // getpid(): the credentials the socket's peers must show each other
   int32_t offering;  // 1: listening, its descriptor can be fetched
@@ -44,25 +43,6 @@ struct Hello {
   int32_t reserved;
 };
 
-socklen_t socketAddress(const Offer& offer, sockaddr_un* address) {
-  memset(address, 0, sizeof(*address));
-  address->sun_family = AF_UNIX;
-  // Abstract namespace (leading NUL): nothing to clean up in the file system, but no permissions
-  // either, so every connection's credentials are checked.
-  char* name = address->sun_path + 1;
-  int length = snprintf(name, sizeof(address->sun_path) - 1, "mscclpp-nccl.");
-  for (uint8_t byte : offer.name) length += snprintf(name + length, 3, "%02x", byte);
-  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + length);
-}
-
-// The process at the other end of a connected unix socket, as the kernel saw it connect (or listen).
-bool peerCredentials(int socket, ucred* out) {
-  socklen_t length = sizeof(*out);
-  return getsockopt(socket, SOL_SOCKET, SO_PEERCRED, out, &length) == 0 && length == sizeof(*out);
-}
-
-bool isProcess(const ucred& peer, int32_t pid) { return peer.uid == geteuid() && peer.pid == pid; }
-
 // Waits in short slices until one of `fds` is readable (true), or the deadline or an abort (false),
 // so that aborting the bootstrap (ncclCommAbort) ends the wait at once.
 bool anyReadable(const Bootstrap& bootstrap, std::vector<pollfd>* fds, Deadline deadline) {
@@ -74,108 +54,6 @@ bool anyReadable(const Bootstrap& bootstrap, std::vector<pollfd>* fds, Deadline 
     if (n < 0 && errno != EINTR) return false;
   }
   return false;
-}
-
-bool readable(const Bootstrap& bootstrap, int fd, Deadline deadline) {
-  std::vector<pollfd> entry{pollfd{fd, POLLIN, 0}};
-  return anyReadable(bootstrap, &entry, deadline) && (entry[0].revents & POLLIN) != 0;
-}
-
-// One byte of payload carrying (or ready to carry) one descriptor as SCM_RIGHTS ancillary data.
-struct FdMessage {
-  char byte = 0;
-  iovec io{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr header{};
-
-  FdMessage() {
-    header.msg_iov = &io;
-    header.msg_iovlen = 1;
-    header.msg_control = control;
-    header.msg_controllen = sizeof(control);
-  }
-  FdMessage(const FdMessage&) = delete;  // the header points into the object
-  FdMessage& operator=(const FdMessage&) = delete;
-};
-
-bool sendFd(int socket, int fd) {
-  FdMessage message;
-  cmsghdr* rights = CMSG_FIRSTHDR(&message.header);
-  rights->cmsg_level = SOL_SOCKET;
-  rights->cmsg_type = SCM_RIGHTS;
-  rights->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(rights), &fd, sizeof(int));
-  return sendmsg(socket, &message.header, MSG_NOSIGNAL | MSG_DONTWAIT) == 1;
-}
-
-int recvFd(const Bootstrap& bootstrap, int socket, Deadline deadline) {
-  if (!readable(bootstrap, socket, deadline)) return -1;
-  FdMessage message;
-  if (recvmsg(socket, &message.header, MSG_CMSG_CLOEXEC | MSG_DONTWAIT) != 1) return -1;
-  cmsghdr* rights = CMSG_FIRSTHDR(&message.header);
-  if (rights == nullptr || rights->cmsg_level != SOL_SOCKET || rights->cmsg_type != SCM_RIGHTS) return -1;
-  int fd = -1;
-  memcpy(&fd, CMSG_DATA(rights), sizeof(int));
-  return fd;
-}
-
-// The backlog is the largest the kernel allows (capped by net.core.somaxconn), not the number of
-// ranks: any local user can connect, and the listener is drained continuously while peers connect.
-int listenOn(const Offer& offer, int backlog = SOMAXCONN) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_un address;
-  socklen_t length = socketAddress(offer, &address);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0 || listen(fd, backlog) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// Connecting to a listening unix socket completes without the peer accepting, up to its backlog; when
-// strangers filled the backlog, the non-blocking connect fails with EAGAIN and is retried (each try
-// checks the listener's credentials and presents the token again) until `deadline`. Returns the
-// connected socket, or -1 with `*why` set.
-int connectTo(const Bootstrap& bootstrap, const Offer& offer, int rank, Deadline deadline, std::string* why) {
-  sockaddr_un address;
-  const socklen_t length = socketAddress(offer, &address);
-  const Hello hello{offer.token, rank, 0};
-  int tries = 0, sleepMs = 1;
-  for (;;) {
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      *why = std::string("socket: ") + strerror(errno);
-      return -1;
-    }
-    ++tries;
-    if (connect(fd, reinterpret_cast<sockaddr*>(&address), length) == 0) {
-      ucred server{};
-      // Whoever listens must be the offering process, or it could hand us a descriptor of its choosing.
-      if (!peerCredentials(fd, &server) || !isProcess(server, offer.pid)) {
-        *why = "the socket's owner is not the process that rank announced";
-      } else if (send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello)) {
-        *why = std::string("send: ") + strerror(errno);
-      } else {
-        return fd;
-      }
-      close(fd);
-      return -1;
-    }
-    const int error = errno;
-    close(fd);
-    if (error != EAGAIN && error != EINTR) {
-      *why = std::string("connect: ") + strerror(error);
-      return -1;
-    }
-    if (bootstrap.aborted() || secondsLeft(deadline) <= 0) {
-      *why =
-          "its backlog stayed full (" + std::to_string(tries) + " tries): another process keeps connecting";
-      return -1;
-    }
-    poll(nullptr, 0, sleepMs);
-    sleepMs = std::min(2 * sleepMs, kMaxRetrySleepMs);
-  }
 }
 
 // A connection accepted by the server, waiting for its Hello.
@@ -263,12 +141,12 @@ void serve(const Bootstrap& bootstrap, const std::vector<Offer>& offers, ServeCo
       if (n > 0 && c.got < sizeof(c.hello)) continue;
       const int from = c.hello.rank;
       const bool valid = n > 0 && c.hello.token == offers[rank].token && from >= 0 && from < nranks &&
-                         awaited(from) && isProcess(c.credentials, offers[from].pid);
+                         awaited(from) && isOurProcess(c.credentials, offers[from].pid);
       if (!valid) {
         refuse(c, "not the rank it claims");
       } else {
         served[from] = 1;
-        if (!sendFd(c.fd, offeredFd))
+        if (!sendDescriptor(c.fd, offeredFd))
           logWarn("rank %d: could not hand a buffer's descriptor to rank %d (%s)", rank, from,
                   strerror(errno));
         close(c.fd);
@@ -283,7 +161,7 @@ void serve(const Bootstrap& bootstrap, const std::vector<Offer>& offers, ServeCo
       bool known = false;
       if (peerCredentials(c.fd, &c.credentials))
         for (int r = 0; r < nranks && !known; ++r)
-          known = awaited(r) && isProcess(c.credentials, offers[r].pid);
+          known = awaited(r) && isOurProcess(c.credentials, offers[r].pid);
       if (known && clients.size() < static_cast<size_t>(nranks))
         clients.push_back(c);
       else
@@ -302,13 +180,13 @@ Status exchangeFds(Bootstrap& bootstrap, const Topology& topology, int offeredFd
   const Deadline deadline = deadlineAfter(bootstrapTimeoutSeconds());
   received->assign(nranks, -1);
   auto remote = [&](int r) { return r != rank && !topology.sameProcess(rank, r); };
+  const std::function<bool()> aborted = [&] { return bootstrap.aborted(); };
 
   std::vector<Offer> offers(nranks);
   Offer& mine = offers[rank];
   mine.pid = static_cast<int32_t>(getpid());
-  const bool named =
-      ok(randomBytes(mine.name, sizeof(mine.name))) && ok(randomBytes(&mine.token, sizeof(mine.token)));
-  int listener = offeredFd >= 0 && named ? listenOn(mine) : -1;
+  const bool named = ok(newUnixSocketName(&mine.name)) && ok(randomBytes(&mine.token, sizeof(mine.token)));
+  int listener = offeredFd >= 0 && named ? listenOnUnixSocket(mine.name) : -1;
   mine.offering = listener >= 0 ? 1 : 0;
   // The bootstrap is authenticated by the unique id's secret: what it carries (pids, names, tokens) is
   // from the peers themselves.
@@ -342,7 +220,9 @@ Status exchangeFds(Bootstrap& bootstrap, const Topology& topology, int offeredFd
     for (int r = 0; r < nranks; ++r) {
       if (!remote(r) || !offers[r].offering) continue;
       std::string why;
-      connections[r] = connectTo(bootstrap, offers[r], rank, connectDeadline, &why);
+      const Hello hello{offers[r].token, rank, 0};
+      connections[r] = connectToProcess(offers[r].name, offers[r].pid, &hello, sizeof(hello), connectDeadline,
+                                        aborted, &why);
       reached[static_cast<size_t>(rank) * nranks + r] = connections[r] >= 0;
       if (connections[r] < 0 && !bootstrap.aborted())
         logWarn(
@@ -364,7 +244,7 @@ Status exchangeFds(Bootstrap& bootstrap, const Topology& topology, int offeredFd
   for (int r = 0; r < nranks; ++r) {
     if (connections[r] < 0) continue;
     if (ok(status)) {
-      (*received)[r] = recvFd(bootstrap, connections[r], deadline);
+      (*received)[r] = recvDescriptor(connections[r], deadline, aborted);
       if ((*received)[r] < 0 && !bootstrap.aborted())
         logWarn(
             "rank %d: rank %d sent no descriptor for a buffer: buffers shared with it copy through scratch",

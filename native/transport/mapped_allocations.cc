@@ -1,18 +1,28 @@
 #include "native/transport/mapped_allocations.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
 
 #include "native/common/logging.h"
+#include "native/common/threads.h"
 #include "native/transport/cuda_check.h"
 #include "native/transport/cuda_driver.h"
+#include "native/transport/descriptor_server.h"
+#include "native/transport/device_memory.h"
 #include "native/transport/setup_copy.h"
 
 namespace mscclpp_nccl {
 
 constexpr int kAllocationTag = 0x5ef0;
+
+// How peers in other processes map an allocation (AllocationKey::sharing).
+enum Sharing : uint32_t { kCudaIpc = 1, kDescriptor = 2 };
 
 // One bootstrap message of this protocol.
 struct AllocationMessage {
@@ -20,14 +30,21 @@ struct AllocationMessage {
   uint32_t kind;
   uint32_t generation;
   uint16_t index;
-  uint16_t unused[3];
-  uint64_t base;  // kExport: the allocation's start in the owner's process (for ranks in that process)
-  cudaIpcMemHandle_t handle;  // kExport: for ranks in other processes
+  uint16_t unused;
+  uint32_t sharing;  // kExport: Sharing
+  uint64_t base;     // kExport: the allocation's start in the owner's process (for ranks in that process)
+  uint64_t bytes;    // kExport: its size
+  cudaIpcMemHandle_t handle;  // kExport, kCudaIpc: for ranks in other processes
+  DescriptorOffer offer;      // kExport, kDescriptor: where ranks in other processes fetch its descriptor
 };
 
 namespace {
 
 constexpr double kServePollSeconds = 0.1;
+// How often the helper looks for freed allocations: freed memory returns to the driver within about this.
+constexpr double kFreedCheckSeconds = 0.25;
+// How long a peer may take to hand over a descriptor it offered (its server is a thread of its own).
+constexpr double kFetchSeconds = 10.0;
 
 // Lets this thread make the CUDA calls that stream capture in global mode forbids (mapping memory,
 // copying to a stream that is not captured); they touch no captured stream. Restores the mode after.
@@ -95,19 +112,24 @@ MappedAllocations::MappedAllocations(Bootstrap& bootstrap, const Topology& topol
       nranks_(bootstrap.size()),
       ackGeneration_(kMaxMappedAllocations, 0),
       acks_(kMaxMappedAllocations, 0),
+      offers_(kMaxMappedAllocations),
       peerSlots_(bootstrap.size(), std::vector<Slot>(kMaxMappedAllocations)) {}
 
 Status MappedAllocations::create(Bootstrap& bootstrap, const Topology& topology, int device,
                                  std::unique_ptr<MappedAllocations>* out) {
   std::unique_ptr<MappedAllocations> self(new MappedAllocations(bootstrap, topology, device));
-  const size_t tableBytes = sizeof(char*) * kMaxMappedAllocations * self->nranks_;
+  // Descriptor passing checks that the fetching process is the one its rank runs in.
+  self->pids_.assign(self->nranks_, 0);
+  self->pids_[self->rank_] = static_cast<int32_t>(getpid());
+  MSCCLPP_TRY(bootstrap.allGather(self->pids_.data(), sizeof(int32_t)));
+  const size_t tableBytes = sizeof(MappedRegion) * kMaxMappedAllocations * self->nranks_;
   MSCCLPP_CUDA_TRY(cudaMalloc(&self->deviceTable_, tableBytes));
   MSCCLPP_TRY(zeroDeviceMemory(self->deviceTable_, tableBytes));
   MSCCLPP_CUDA_TRY(cudaStreamCreateWithFlags(&self->copyStream_, cudaStreamNonBlocking));
   MSCCLPP_CUDA_TRY(cudaEventCreateWithFlags(&self->lastUse_, cudaEventDisableTiming));
-  MSCCLPP_CUDA_TRY(cudaHostAlloc(&self->hostStaging_, sizeof(char*), cudaHostAllocPortable));
+  MSCCLPP_CUDA_TRY(cudaHostAlloc(&self->hostStaging_, sizeof(MappedRegion), cudaHostAllocPortable));
   MappedAllocations* raw = self.get();
-  self->helper_ = std::thread([raw] { raw->serve(); });
+  MSCCLPP_TRY(startThread(&self->helper_, [raw] { raw->serve(); }, "zero-copy mappings"));
   *out = std::move(self);
   return Status::kSuccess;
 }
@@ -118,13 +140,15 @@ void MappedAllocations::stop() {
     stopping_ = true;
   }
   acked_.notify_all();
-  if (helper_.joinable()) helper_.join();
+  joinThread(&helper_);
 }
 
 MappedAllocations::~MappedAllocations() {
   stop();
   for (int peer = 0; peer < nranks_; ++peer)
     for (int index = 0; index < kMaxMappedAllocations; ++index) unmapSlot(peer, static_cast<uint16_t>(index));
+  for (const Offered& offered : offers_)
+    if (offered.token) withdrawDescriptor(offered.token);
   if (hostStaging_) cudaFreeHost(hostStaging_);
   if (copyStream_) cudaStreamDestroy(copyStream_);
   if (lastUse_) cudaEventDestroy(lastUse_);
@@ -135,14 +159,22 @@ void MappedAllocations::markUsed(cudaStream_t stream) {
   if (cudaEventRecord(lastUse_, stream) != cudaSuccess) cudaGetLastError();
 }
 
-bool MappedAllocations::describe(const void* ptr, size_t bytes, uint64_t call, bool captured,
-                                 double waitSeconds, MappedBuffer* out) {
-  *out = MappedBuffer{};
+// Each reason is logged once per communicator: a buffer of a kind that cannot be shared recurs every call.
+void MappedAllocations::noteUnshared(const char* why) {
+  const uint32_t bit = 1u << (std::hash<std::string>()(why) % 32);
+  if (unsharedReasons_.fetch_or(bit) & bit) return;
+  MSCCLPP_INFO(kColl, "rank %d: a buffer stays on scratch (no zero-copy): %s", rank_, why);
+}
+
+bool MappedAllocations::identify(const void* ptr, size_t bytes, AllocationKey* key, const char** why) const {
   const CudaDriver* driver = cudaDriverOrNull();
-  if (!driver || !driver->cuPointerGetAttributes) return false;
+  if (!driver || !driver->cuPointerGetAttributes) {
+    *why = "the CUDA driver cannot describe it";
+    return false;
+  }
   // One query: whether CUDA IPC can share the memory, its identity and its extent.
   int ipcCapable = 0;
-  unsigned long long bufferId = 0;
+  unsigned long long bufferId = 0;  // NOLINT(runtime/int): the attribute's documented type
   CUdeviceptr start = 0;
   size_t rangeBytes = 0;
   CUpointer_attribute attributes[] = {CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
@@ -151,47 +183,112 @@ bool MappedAllocations::describe(const void* ptr, size_t bytes, uint64_t call, b
   void* values[] = {&ipcCapable, &bufferId, &start, &rangeBytes};
   if (driver->cuPointerGetAttributes(4, attributes, values, reinterpret_cast<CUdeviceptr>(ptr)) !=
           CUDA_SUCCESS ||
-      !ipcCapable || bufferId == 0 || rangeBytes == 0)
+      bufferId == 0) {
+    *why = "it is not device memory that CUDA can identify";
     return false;
+  }
+  uint32_t sharing = kCudaIpc;
+  if (!ipcCapable) {
+    // cuMem memory: its descriptor maps the whole physical allocation that holds the buffer.
+    void* base = nullptr;
+    size_t size = 0;
+    if (!isShareableAllocation(ptr, &base, &size)) {
+      *why =
+          "it is neither cudaMalloc memory nor cuMem memory with POSIX descriptor handles "
+          "(managed, host or pool memory)";
+      return false;
+    }
+    start = reinterpret_cast<CUdeviceptr>(base);
+    rangeBytes = size;
+    sharing = kDescriptor;
+  }
   const uintptr_t address = reinterpret_cast<uintptr_t>(ptr);
-  if (address < start || address + bytes > start + rangeBytes) return false;
+  if (rangeBytes == 0 || address < start || bytes > rangeBytes || address - start > rangeBytes - bytes) {
+    *why = "it spans more than one allocation";
+    return false;
+  }
+  *key = AllocationKey{bufferId, static_cast<uintptr_t>(start), rangeBytes, sharing};
+  return true;
+}
 
-  const AllocationKey key{bufferId, static_cast<uintptr_t>(start), rangeBytes};
-  std::vector<RegistryEvent> events;
-  std::unique_lock<std::mutex> lock(mu_);
+bool MappedAllocations::use(const AllocationKey& key, uint64_t call, RegistryUse how,
+                            std::unique_lock<std::mutex>* lock, uint16_t* index) {
   if (registry_.wouldEvict(key)) {
     // The peers will point the retired index at another allocation: every queued kernel that may reach
     // it through them must be done first. Calls are ordered, so waiting for the latest eager one is
     // enough. A captured call never waits on the device: it stays on scratch.
-    if (captured) return false;
-    lock.unlock();
+    if (how == RegistryUse::kCaptured) return false;
+    lock->unlock();
     const bool settled = cudaEventSynchronize(lastUse_) == cudaSuccess;
-    lock.lock();
+    lock->lock();
     if (!settled) {
       cudaGetLastError();
       return false;
     }
   }
-  const uint16_t index = registry_.use(key, call, captured, &events);
-  if (index == AllocationRegistry::kNoIndex) return false;  // full of allocations that graphs hold
-  const uint32_t generation = registry_.generationOf(index);
+  std::vector<RegistryEvent> events;
+  *index = registry_.use(key, call, how, &events);
+  if (*index == AllocationRegistry::kNoIndex) return false;  // full of allocations that are held
   for (const RegistryEvent& event : events)
     if (event.kind == RegistryEvent::Kind::kExport) {
       ackGeneration_[event.index] = event.generation;  // before the export leaves: acks count from now
       acks_[event.index] = 0;
     }
   if (!events.empty()) {
-    lock.unlock();
+    lock->unlock();
     for (const RegistryEvent& event : events) announce(event);
-    lock.lock();
+    lock->lock();
   }
+  return true;
+}
+
+bool MappedAllocations::describe(const void* ptr, size_t bytes, uint64_t call, bool captured,
+                                 double waitSeconds, MappedBuffer* out) {
+  *out = MappedBuffer{};
+  AllocationKey key;
+  const char* why = nullptr;
+  if (!identify(ptr, bytes, &key, &why)) {
+    noteUnshared(why);
+    return false;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  uint16_t index = 0;
+  if (!use(key, call, captured ? RegistryUse::kCaptured : RegistryUse::kCall, &lock, &index)) return false;
+  const uint32_t generation = registry_.generationOf(index);
   out->index = index;
-  out->offset = address - start;
+  out->offset = reinterpret_cast<uintptr_t>(ptr) - key.base;
   auto ready = [&] { return acks_[index] == nranks_ - 1 && ackGeneration_[index] == generation; };
   if (!ready() && captured && waitSeconds > 0)
     acked_.wait_for(lock, std::chrono::duration<double>(waitSeconds), [&] { return ready() || stopping_; });
   out->ready = ready() ? 1 : 0;
   return true;
+}
+
+bool MappedAllocations::registerBuffer(const void* ptr, size_t bytes) {
+  AllocationKey key;
+  const char* why = nullptr;
+  if (!identify(ptr, bytes, &key, &why)) {
+    MSCCLPP_INFO(kInit, "rank %d: registered buffer %p (%zu bytes) stays on scratch: %s", rank_, ptr, bytes,
+                 why);
+    return false;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  uint16_t index = 0;
+  return use(key, 0, RegistryUse::kRegistered, &lock, &index);
+}
+
+void MappedAllocations::unregisterBuffer(const void* ptr) {
+  AllocationKey key;
+  const char* why = nullptr;
+  if (!identify(ptr, 1, &key, &why)) return;  // freed already: the helper retires it
+  // Queued calls may still reach it through the peers' mappings.
+  if (cudaEventSynchronize(lastUse_) != cudaSuccess) cudaGetLastError();
+  std::vector<RegistryEvent> events;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    registry_.unregister(key.bufferId, &events);
+  }
+  for (const RegistryEvent& event : events) announce(event);
 }
 
 // Tells every peer of an export (with what it needs to map the allocation) or a retirement.
@@ -200,13 +297,47 @@ void MappedAllocations::announce(const RegistryEvent& event) {
   message.index = event.index;
   message.generation = event.generation;
   message.base = event.key.base;
+  message.bytes = event.key.bytes;
+  message.sharing = event.key.sharing;
+  {
+    // The index's allocation of this generation, or any older one, is gone (a retirement and the next
+    // export of its index may be announced from two threads, in either order).
+    std::lock_guard<std::mutex> lock(mu_);
+    Offered& offered = offers_[event.index];
+    if (offered.token && offered.generation <= event.generation) {
+      withdrawDescriptor(offered.token);
+      offered = Offered{};
+    }
+  }
   if (event.kind == RegistryEvent::Kind::kExport) {
     message.kind = AllocationMessage::kExport;
     RelaxedCapture relaxed;
-    if (cudaIpcGetMemHandle(&message.handle, reinterpret_cast<void*>(event.key.base)) != cudaSuccess) {
+    if (event.key.sharing == kCudaIpc &&
+        cudaIpcGetMemHandle(&message.handle, reinterpret_cast<void*>(event.key.base)) != cudaSuccess) {
       cudaGetLastError();
       // Peers in other processes cannot map it and will not acknowledge: it stays on scratch.
       MSCCLPP_INFO(kInit, "rank %d: allocation %d cannot be exported over CUDA IPC", rank_, event.index);
+    }
+    std::vector<int32_t> remotePids;
+    for (int peer = 0; peer < nranks_; ++peer)
+      if (!topology_.sameProcess(rank_, peer) &&
+          std::find(remotePids.begin(), remotePids.end(), pids_[peer]) == remotePids.end())
+        remotePids.push_back(pids_[peer]);
+    if (event.key.sharing == kDescriptor && !remotePids.empty()) {
+      int fd = -1;
+      size_t offset = 0, size = 0;
+      Status status = exportShareable(reinterpret_cast<void*>(event.key.base), &fd, &offset, &size);
+      if (ok(status) && (offset != 0 || size != event.key.bytes))
+        status = fail(Status::kInternalError, "its descriptor maps %zu bytes from offset %zu", size, offset);
+      if (ok(status)) status = offerDescriptor(fd, remotePids, &message.offer);
+      if (fd >= 0) close(fd);
+      if (ok(status)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        offers_[event.index] = Offered{message.offer.token, event.generation};
+      } else {
+        MSCCLPP_INFO(kInit, "rank %d: allocation %d cannot be exported as a descriptor: %s", rank_,
+                     event.index, lastError());
+      }
     }
   } else {
     message.kind = AllocationMessage::kRetire;
@@ -217,15 +348,51 @@ void MappedAllocations::announce(const RegistryEvent& event) {
                    lastError());
 }
 
+// Allocations whose memory was freed (CUDA no longer knows their buffer id at their start) are retired,
+// so that the peers close their mappings and the driver gets the memory back. A free waits for the work
+// queued on the memory, and calls that reached it through a peer ended with the owner's (the "finished"
+// barrier); the latest eager call is still waited for, since a free of cuMem memory need not wait.
+void MappedAllocations::retireFreedAllocations() {
+  const CudaDriver* driver = cudaDriverOrNull();
+  if (!driver || !driver->cuPointerGetAttribute) return;
+  std::vector<AllocationKey> keys;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    keys = registry_.allocations();
+  }
+  std::vector<uint64_t> freed;
+  for (const AllocationKey& key : keys) {
+    unsigned long long id = 0;  // NOLINT(runtime/int): the attribute's documented type
+    if (driver->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                                      static_cast<CUdeviceptr>(key.base)) != CUDA_SUCCESS ||
+        id != key.bufferId)
+      freed.push_back(key.bufferId);
+  }
+  cudaGetLastError();
+  if (freed.empty()) return;
+  if (cudaEventSynchronize(lastUse_) != cudaSuccess) cudaGetLastError();
+  std::vector<RegistryEvent> events;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (uint64_t id : freed) registry_.forget(id, &events);
+  }
+  for (const RegistryEvent& event : events) announce(event);
+}
+
 // The helper thread: maps what peers export, unmaps what they retire, counts their acknowledgements.
 void MappedAllocations::serve() {
   cudaSetDevice(device_);
   cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
   cudaThreadExchangeStreamCaptureMode(&relaxed);
+  Deadline nextFreedCheck = deadlineAfter(kFreedCheckSeconds);
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
+    }
+    if (secondsLeft(nextFreedCheck) <= 0) {
+      retireFreedAllocations();
+      nextFreedCheck = deadlineAfter(kFreedCheckSeconds);
     }
     int peer = -1;
     std::vector<char> bytes;
@@ -261,6 +428,21 @@ void MappedAllocations::mapPeerAllocation(int peer, const AllocationMessage& mes
   Slot& slot = peerSlots_[peer][message.index];
   if (topology_.sameProcess(rank_, peer)) {
     base = reinterpret_cast<char*>(message.base);
+  } else if (message.sharing == kDescriptor) {
+    std::string why;
+    const int fd = fetchDescriptor(
+        message.offer, deadlineAfter(kFetchSeconds), [this] { return bootstrap_.aborted(); }, &why);
+    void* mapping = nullptr;
+    if (fd < 0 || !ok(importShareable(fd, message.bytes, &mapping))) {
+      if (fd >= 0) close(fd);
+      logWarn("rank %d: cannot map allocation %d of rank %d (%s): it stays on scratch", rank_, message.index,
+              peer, fd < 0 ? why.c_str() : lastError());
+      return;
+    }
+    close(fd);
+    slot.mapping = mapping;
+    slot.mappedBytes = message.bytes;
+    base = static_cast<char*>(mapping);
   } else {
     void* mapping = ProcessMappings::get().open(message.handle);
     if (!mapping) {
@@ -272,7 +454,8 @@ void MappedAllocations::mapPeerAllocation(int peer, const AllocationMessage& mes
     base = static_cast<char*>(mapping);
   }
   slot.generation = message.generation;
-  if (!writeTableEntry(peer, message.index, base)) return;  // never acknowledged: it stays on scratch
+  // Never acknowledged if the entry cannot be written: it stays on scratch.
+  if (!writeTableEntry(peer, message.index, MappedRegion{base, message.bytes})) return;
   AllocationMessage ack{};
   ack.kind = AllocationMessage::kAck;
   ack.index = message.index;
@@ -282,16 +465,19 @@ void MappedAllocations::mapPeerAllocation(int peer, const AllocationMessage& mes
 
 void MappedAllocations::unmapSlot(int peer, uint16_t index) {
   Slot& slot = peerSlots_[peer][index];
-  if (slot.mapping) ProcessMappings::get().close(slot.mapping);
+  if (slot.mapping && slot.mappedBytes)
+    unmapImported(slot.mapping, slot.mappedBytes);
+  else if (slot.mapping)
+    ProcessMappings::get().close(slot.mapping);
   slot = Slot{};
 }
 
 // Written and complete before the acknowledgement leaves, so every kernel that the owner then launches
 // ready finds it here.
-bool MappedAllocations::writeTableEntry(int peer, uint16_t index, char* base) {
-  *hostStaging_ = base;
-  char** entry = deviceTable_ + static_cast<size_t>(peer) * kMaxMappedAllocations + index;
-  if (cudaMemcpyAsync(entry, hostStaging_, sizeof(char*), cudaMemcpyHostToDevice, copyStream_) !=
+bool MappedAllocations::writeTableEntry(int peer, uint16_t index, const MappedRegion& region) {
+  *hostStaging_ = region;
+  MappedRegion* entry = deviceTable_ + static_cast<size_t>(peer) * kMaxMappedAllocations + index;
+  if (cudaMemcpyAsync(entry, hostStaging_, sizeof(MappedRegion), cudaMemcpyHostToDevice, copyStream_) !=
           cudaSuccess ||
       cudaStreamSynchronize(copyStream_) != cudaSuccess) {
     cudaGetLastError();

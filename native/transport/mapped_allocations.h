@@ -11,12 +11,19 @@
 // life.
 //
 // Identity is CUDA's buffer id, never reused in a process: an address freed and allocated again is a new
-// allocation with a new index generation, and the old mapping is retired (allocation_registry.h).
-// Memory that CUDA IPC cannot share (cuMem/VMM, managed or host memory) is never ready: scratch serves it.
+// allocation with a new index generation, and the old mapping is retired (allocation_registry.h). The
+// helper thread also looks for freed allocations a few times a second and retires them, so that the
+// peers close their mappings and the memory goes back to the driver without waiting for another call.
+//
+// cudaMalloc memory is shared through CUDA IPC; cuMem memory (ncclMemAlloc, PyTorch's expandable
+// segments) through a POSIX file descriptor that each peer fetches from this process's descriptor
+// server (descriptor_server.h). Memory neither can share (managed, host, cudaMallocAsync pools, cuMem
+// without descriptor handles) is never ready: scratch serves it, and NCCL_DEBUG=INFO says why once.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -53,40 +60,61 @@ class MappedAllocations {
   // *out is then left not ready.
   bool describe(const void* ptr, size_t bytes, uint64_t call, bool captured, double waitSeconds,
                 MappedBuffer* out);
+  // ncclCommRegister: exports the allocation that holds `ptr` now, so that peers have mapped it by the
+  // first call that uses it, and keeps it until unregister(). False where it cannot be shared.
+  bool registerBuffer(const void* ptr, size_t bytes);
+  // ncclCommDeregister: the allocation is no longer held for the registration, and unless a graph holds
+  // it, it is retired (every peer closes its mapping) once this rank's queued calls are done.
+  void unregisterBuffer(const void* ptr);
   // After an eager call's kernels that used described buffers, on their stream: retiring an allocation
   // for room waits for them, so no queued kernel reaches a peer's slot after it changes.
   void markUsed(cudaStream_t stream);
 
   // Device array [nranks][kMaxMappedAllocations]: every peer's allocations as mapped here.
-  char* const* deviceTable() const { return deviceTable_; }
+  const MappedRegion* deviceTable() const { return deviceTable_; }
 
  private:
   struct Slot {
     void* mapping = nullptr;  // what this process opened (null: nothing, or a same-process pointer)
+    size_t mappedBytes = 0;   // nonzero: `mapping` is an imported cuMem allocation of that size
     uint32_t generation = 0;
   };
   MappedAllocations(Bootstrap& bootstrap, const Topology& topology, int device);
+  // The allocation that holds [ptr, ptr + bytes) and how peers can map it; false (and why) if none can.
+  bool identify(const void* ptr, size_t bytes, AllocationKey* key, const char** why) const;
+  // Registers the allocation of `key` for `call` and exports it if new; the events go to the peers.
+  bool use(const AllocationKey& key, uint64_t call, RegistryUse how, std::unique_lock<std::mutex>* lock,
+           uint16_t* index);
   void serve();
+  void retireFreedAllocations();
   void mapPeerAllocation(int peer, const struct AllocationMessage& message);
   void unmapSlot(int peer, uint16_t index);
-  bool writeTableEntry(int peer, uint16_t index, char* base);
+  bool writeTableEntry(int peer, uint16_t index, const MappedRegion& region);
   void announce(const RegistryEvent& event);
+  void noteUnshared(const char* why);
 
   Bootstrap& bootstrap_;
   const Topology& topology_;
   const int device_;
   const int rank_;
   const int nranks_;
-  char** deviceTable_ = nullptr;
-  cudaStream_t copyStream_ = nullptr;  // table writes; non-blocking, so it never waits for users' streams
-  cudaEvent_t lastUse_ = nullptr;      // the latest eager call that used described buffers
-  char** hostStaging_ = nullptr;       // pinned source of those writes
+  MappedRegion* deviceTable_ = nullptr;
+  cudaStream_t copyStream_ = nullptr;    // table writes; non-blocking, so it never waits for users' streams
+  cudaEvent_t lastUse_ = nullptr;        // the latest eager call that used described buffers
+  MappedRegion* hostStaging_ = nullptr;  // pinned source of those writes
+  std::vector<int32_t> pids_;            // [rank]: its process, for descriptor passing
 
-  std::mutex mu_;  // guards what the owner and the helper both touch: registry_, acks_
+  std::mutex mu_;  // guards what the owner and the helper both touch: registry_, acks_, offers_
   std::condition_variable acked_;
   AllocationRegistry registry_{kMaxMappedAllocations};
-  std::vector<uint32_t> ackGeneration_;       // [index]: the generation the acks below count
-  std::vector<int> acks_;                     // [index]: peers that mapped it
+  std::vector<uint32_t> ackGeneration_;  // [index]: the generation the acks below count
+  std::vector<int> acks_;                // [index]: peers that mapped it
+  struct Offered {
+    uint64_t token = 0;  // 0: none
+    uint32_t generation = 0;
+  };
+  std::vector<Offered> offers_;               // [index]: its descriptor offer
+  std::atomic<uint32_t> unsharedReasons_{0};  // reasons already logged (noteUnshared)
   std::vector<std::vector<Slot>> peerSlots_;  // [peer][index], helper thread only
   std::thread helper_;
   bool stopping_ = false;

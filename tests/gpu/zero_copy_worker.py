@@ -1,15 +1,17 @@
 """One rank of the zero-copy-without-windows tests; run N with `python -m mscclpp_nccl.run`.
 
 Large all-reduces on ordinary device memory: the library exports each allocation to the peers the first
-time a call uses it and goes zero-copy once every peer has mapped it. Every scenario checks every result
-against NumPy (small integers, exact in every type); the pytest side reads the TUNING log to see that
-zero-copy did run where it should.
+time a call uses it and goes zero-copy once every peer has mapped it. cudaMalloc memory travels over CUDA
+IPC, cuMem memory (ncclMemAlloc) as a file descriptor. Every scenario checks every result against NumPy
+(small integers, exact in every type); the pytest side reads the TUNING log to see that zero-copy did
+run where it should.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 
 import cupy as cp
 import numpy as np
@@ -18,6 +20,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from allreduce_worker import Rank, pattern, run_scenarios
 from collectives_worker import call as collective
 from collectives_worker import expected_output, input_count, output_count
+
+from mscclpp_nccl.binding import ffi
 
 COUNT = 2 << 20  # 8 MiB of float32: above the zero-copy threshold at every rank count
 
@@ -30,6 +34,28 @@ def raw_array(pointer: int, count: int, owner: object) -> cp.ndarray:
     """float32 view of `count` elements at a raw cudaMalloc pointer (CuPy's pool not involved)."""
     memory = cp.cuda.UnownedMemory(pointer, count * 4, owner)
     return cp.ndarray(count, cp.float32, cp.cuda.MemoryPointer(memory, 0))
+
+
+def mem_alloc(r: Rank, nbytes: int) -> int:
+    out = ffi.new("void**")
+    r.nccl.check(r.nccl.lib.ncclMemAlloc(out, nbytes))
+    return int(ffi.cast("uintptr_t", out[0]))
+
+
+def mem_free(r: Rank, pointer: int) -> None:
+    r.nccl.check(r.nccl.lib.ncclMemFree(ffi.cast("void*", pointer)))
+
+
+def barrier(r: Rank) -> None:
+    """Every rank has reached this point (a small all-reduce, synchronised)."""
+    one = cp.ones(1, dtype=cp.float32)
+    r.all_reduce_raw(one, one, 1, "float32", 0)
+    r.stream.synchronize()
+
+
+def device_free_bytes() -> int:
+    free, _ = cp.cuda.runtime.memGetInfo()
+    return int(free)
 
 
 def check(got: cp.ndarray, expected: np.ndarray, what: str) -> None:
@@ -194,6 +220,111 @@ def scenario_exchanges(r: Rank) -> None:
     )
 
 
+def scenario_cumem(r: Rank) -> None:
+    """Buffers from ncclMemAlloc (cuMem memory, as nccl-tests allocates): shared with the peers as file
+    descriptors; all-reduce and every exchange call after call, eager and captured, each result exact."""
+    nbytes = COUNT * 4 + 4096
+    send_ptr, recv_ptr = mem_alloc(r, nbytes), mem_alloc(r, nbytes)
+    send, recv = raw_array(send_ptr, COUNT, r), raw_array(recv_ptr + 4, COUNT, r)  # recv 4 bytes in
+    for call in range(8):
+        send.set(pattern(COUNT, r.rank).astype(np.float32) + call, stream=r.stream)
+        recv.fill(np.float32(-7))
+        r.all_reduce_raw(send, recv, COUNT, "float32", 0)
+        r.stream.synchronize()
+        check(recv, expect_sum(COUNT, r.size, call), f"cumem all_reduce call {call}")
+    r.stream.begin_capture()
+    r.all_reduce_raw(send, recv, COUNT, "float32", 0)
+    graph = r.stream.end_capture()
+    for replay in range(20):
+        send.set(pattern(COUNT, r.rank).astype(np.float32) + replay, stream=r.stream)
+        graph.launch(r.stream)
+        r.stream.synchronize()
+        check(recv, expect_sum(COUNT, r.size, replay), f"cumem graph replay {replay}")
+    n, me = r.size, r.rank
+    count = COUNT // n
+    for name in ("all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce"):
+        size_in, size_out = input_count(name, count, n), output_count(name, count, n)
+        src, dst = raw_array(send_ptr, size_in, r), raw_array(recv_ptr, size_out, r)
+        for trial in range(4):
+            root = trial % n
+            inputs = [pattern(size_in, k).astype(np.float32) + trial for k in range(n)]
+            expected, _ = expected_output(name, "float32", "sum", inputs, count, me, root)
+            src.set(inputs[me], stream=r.stream)
+            dst.fill(np.float32(-3))
+            collective(r, name, src, dst, count, "float32", root=root)
+            r.stream.synchronize()
+            if expected is not None:
+                check(dst, expected.astype(np.float64), f"cumem {name} trial {trial} root {root}")
+    del graph
+    mem_free(r, send_ptr)
+    mem_free(r, recv_ptr)
+    print("PASS cumem: ncclMemAlloc buffers, 8 all-reduces, 20 graph replays, 5 exchanges x 4")
+
+
+def scenario_registered(r: Rank) -> None:
+    """ncclCommRegister'd ncclMemAlloc buffers: peers map them at registration, so every call on them is
+    zero-copy from the first (the pytest side checks the log); deregistering releases the mappings."""
+    nbytes = COUNT * 4
+    send_ptr, recv_ptr = mem_alloc(r, nbytes), mem_alloc(r, nbytes)
+    handles = []
+    for pointer in (send_ptr, recv_ptr):
+        handle = ffi.new("void**")
+        r.nccl.check(r.nccl.lib.ncclCommRegister(r.comm.handle, ffi.cast("void*", pointer), nbytes, handle))
+        handles.append(handle[0])
+    barrier(r)
+    time.sleep(1.0)  # the peers map in the background
+    barrier(r)
+    send, recv = raw_array(send_ptr, COUNT, r), raw_array(recv_ptr, COUNT, r)
+    for call in range(6):
+        send.set(pattern(COUNT, r.rank).astype(np.float32) + call, stream=r.stream)
+        r.all_reduce_raw(send, recv, COUNT, "float32", 0)
+        r.stream.synchronize()
+        check(recv, expect_sum(COUNT, r.size, call), f"registered call {call}")
+    for handle in handles:
+        r.nccl.check(r.nccl.lib.ncclCommDeregister(r.comm.handle, handle))
+    barrier(r)
+    mem_free(r, send_ptr)
+    mem_free(r, recv_ptr)
+    print("PASS registered: 2 registered buffers, 6 all-reduces, deregistered")
+
+
+def scenario_memory_returns(r: Rank) -> None:
+    """Memory that peers have mapped goes back to the driver within a second of its owner freeing it,
+    the communicator idle: cudaMalloc memory (CuPy's pool) and cuMem memory (ncclMemAlloc)."""
+    for kind in ("cudaMalloc", "ncclMemAlloc"):
+        barrier(r)
+        before = device_free_bytes()
+        barrier(r)
+        count = 8 << 20  # 32 MiB per buffer, 4 buffers per rank
+        pointers = []
+        for i in range(4):
+            if kind == "cudaMalloc":
+                pointer = cp.cuda.runtime.malloc(count * 4)
+            else:
+                pointer = mem_alloc(r, count * 4)
+            pointers.append(pointer)
+            array = raw_array(pointer, count, r)
+            for call in range(3):  # mapped by every peer by the last
+                array.set(pattern(count, r.rank).astype(np.float32) + i + call, stream=r.stream)
+                r.all_reduce_raw(array, array, count, "float32", 0)
+                r.stream.synchronize()
+            check(array, expect_sum(count, r.size, i + 2), f"memory_returns {kind} buffer {i}")
+        for pointer in pointers:
+            if kind == "cudaMalloc":
+                cp.cuda.runtime.free(pointer)
+            else:
+                mem_free(r, pointer)
+        barrier(r)
+        time.sleep(1.0)  # idle: no call of the communicator
+        after = device_free_bytes()
+        barrier(r)
+        held = max(0, before - after)
+        print(f"  memory_returns {kind}: {held / 2**20:.0f} MiB still taken 1 s after every free", flush=True)
+        # 4 ranks x 128 MiB were mapped by every peer; allow what the driver keeps for itself.
+        assert held < 64 << 20, f"{kind}: {held / 2**20:.0f} MiB not returned 1 s after every rank freed"
+    print("PASS memory_returns: freed cudaMalloc and ncclMemAlloc memory back within 1 s, comm idle")
+
+
 SCENARIOS = {
     "recurring": scenario_recurring,
     "realloc": scenario_realloc,
@@ -201,6 +332,9 @@ SCENARIOS = {
     "unshareable": scenario_unshareable,
     "many": scenario_many,
     "exchanges": scenario_exchanges,
+    "cumem": scenario_cumem,
+    "registered": scenario_registered,
+    "memory_returns": scenario_memory_returns,
 }
 
 if __name__ == "__main__":
