@@ -30,10 +30,12 @@ constexpr size_t kLaneBlockBytes = 16 * 1024;
 // packets pay flags: from this size on (windows only) moving the message once wins (measured crossover
 // between 512 KB and 2 MB at 2, 4 and 8 ranks).
 constexpr size_t kZeroCopyMinBytes = 1 << 20;
-// Zero-copy exchanges (outside windows) from this many bytes per range: at 4 ranks on one H200 the
-// mapped kernel was level with the chunked exchange at 2 MB ranges and up to 2.3x faster from 4 MB,
-// slower below (perf/results/2026-12-02-h200-zero-copy).
-constexpr size_t kExchangeZeroCopyMinBytes = 2 << 20;
+// Zero-copy exchanges (outside windows) from this many bytes per range, with enough traffic (below):
+// smaller ranges pay the barriers for too little. At 4 ranks on one H200 the mapped kernel was level
+// with the chunked exchange at 2 MB ranges and up to 2.3x faster from 4 MB (perf/results/
+// 2026-12-02-h200-zero-copy); at 8 ranks the chunked alltoall of 1 MB ranges (64 MB moved) took 106 us
+// in nccl-tests graphs where stock took 85, so 1 MB ranges map where their traffic is large.
+constexpr size_t kExchangeZeroCopyMinBytes = 1 << 20;
 // ...and from this much traffic: the mapped call's fixed cost (its barriers) is paid back by the scratch
 // copies it saves, which grow with the bytes all ranks move, not with the range alone. On one H200 at
 // 2, 4 and 8 ranks the chunked exchange was faster below it (reduce at 4 ranks, 2 MB: 16.6 against 21.6
@@ -259,14 +261,13 @@ bool AlgorithmSelector::mapsBuffers(Collective collective, size_t elementBytes, 
       forced_[static_cast<int>(collective)].algorithm)
     return false;
   if (nranks_ > kMaxZeroCopyRanks) return false;
-  // An all-reduce maps where the chunked schedule is chosen, which the mapped kernel runs itself when some
-  // rank's buffers are not mapped yet. An exchange maps above the thresholds whatever the table says: the
-  // tuner times forced algorithms, which never map, so its choice of packets over chunks there does not
-  // weigh the mapped call (4-rank all_gather at 2 MB ranges on one H200: packets 45 us in graphs, mapped
-  // 30; perf/results/2026-12-03-h200-s18). Its not-yet-mapped calls run the chunked schedule.
-  const Algorithm& fallback = chunkedFallback(collective);
-  return allReduce ? choose(collective, elementBytes, bytes).algorithm == &fallback
-                   : usable(fallback, collective, bytes, false);
+  // Every collective maps above the thresholds whatever the table says: the tuner times forced
+  // algorithms, which never map, so its choice of packets over chunks there does not weigh the mapped
+  // call (nccl-tests, 4 ranks on one H200, in graphs: all_gather at 2 MB ranges, packets 45 us, mapped
+  // 30; all_reduce at 2 MB, packets 40 us, mapped at 8 MB 47). Calls whose buffers are not mapped yet
+  // run the chunked schedule, in the mapped kernel.
+  (void)elementBytes;
+  return usable(chunkedFallback(collective), collective, bytes, false);
 }
 
 Choice AlgorithmSelector::mappedFallback(Collective collective, size_t elementBytes, size_t bytes) const {
