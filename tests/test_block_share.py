@@ -16,7 +16,12 @@ from host_build import build_driver, driver_env
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stock_nccl import require_cuda_include
 
-SOURCES = ["native/transport/block_share.cc", "tests/block_share_driver.cc"]
+SOURCES = [
+    "native/common/env.cc",
+    "native/common/logging.cc",
+    "native/transport/block_share.cc",
+    "tests/block_share_driver.cc",
+]
 SMS = 132  # an H200
 EARLY_LAUNCH_MAX_BLOCKS = 32  # kEarlyLaunchMaxBlocks
 
@@ -48,6 +53,18 @@ def test_one_communicator_takes_the_rank_share(driver: Path) -> None:
     for ranks, grid in ((8, 11), (4, 22), (2, 44), (1, 64)):
         [[_, proposed], [held_now, capacity]] = play(driver, [f"new {SMS} {ranks} 1", "held"])
         assert proposed == grid and held_now == held(grid) <= capacity == SMS // ranks
+
+
+def test_without_early_launch_one_grid_takes_the_share(driver: Path) -> None:
+    """MSCCLPP_NCCL_EARLY_LAUNCH=0: no kernel parks behind a running one, so a communicator's one grid
+    takes the whole share (33 blocks at 4 ranks, where early launch leaves a grid of 22)."""
+    env = {**driver_env(), "MSCCLPP_NCCL_EARLY_LAUNCH": "0"}
+    for ranks, grid in ((8, 16), (4, 33), (2, 64)):
+        proc = subprocess.run(
+            [str(driver)], input=f"new {SMS} {ranks} 1\nheld\n", capture_output=True, text=True, env=env
+        )
+        [[_, proposed], [held_now, _]] = [[int(w) for w in ln.split()[1:]] for ln in proc.stdout.splitlines()]
+        assert (proposed, held_now) == (grid, grid), (ranks, proc.stdout)
 
 
 def test_mesh_communicators_fit_the_share(driver: Path) -> None:

@@ -6,6 +6,7 @@
 #include "native/algorithms/lanes.h"
 #include "native/algorithms/packet_layout.h"
 #include "native/algorithms/zero_copy.h"
+#include "native/common/env.h"
 #include "native/device/device_types.h"
 
 namespace mscclpp_nccl {
@@ -41,7 +42,11 @@ int BlockShare::rankShare(int smCount, int ranksOnGpu) {
   return std::max(1, smCount / std::max(1, ranksOnGpu));
 }
 
-int BlockShare::earlyBlocks(int grid) { return std::min(kEarlyLaunchMaxBlocks, grid / 2); }
+int BlockShare::earlyBlocks(int grid) {
+  // With early launch off (MSCCLPP_NCCL_EARLY_LAUNCH=0) no kernel parks: a communicator holds one grid.
+  static const bool earlyLaunch = envInt("MSCCLPP_NCCL_EARLY_LAUNCH", 1) != 0;
+  return earlyLaunch ? std::min(kEarlyLaunchMaxBlocks, grid / 2) : 0;
+}
 
 int BlockShare::gridWithin(int blocks) {
   int grid = 1;
