@@ -4,7 +4,8 @@
 #   python perf/nccl_tests_table.py OUTDIR [--csv FILE]
 # Usage: perf/nccl_tests.sh OUTDIR NCCL_TESTS_DIR OURS_LIB STOCK_LIB "RANKS..." "MODES..." BINARY...
 #   MODES: eager, graph (-G 5), and either with registration: eager_R1, graph_R2, ...
-#   SIZES="-b 8 -e 256M -f 4" and ITERS="-n 20 -w 5" (the defaults) may be overridden from the environment.
+#   SIZES="-b 8 -e 256M -f 4" and ITERS="-n 20 -w 5" (the defaults) may be overridden from the environment;
+#   OURS_ENV="NAME=VALUE ..." passes settings to our library's ranks.
 # e.g. perf/nccl_tests.sh /tmp/out $NT $PWD/mscclpp_nccl/lib/libnccl.so.2 $STOCK "4 8" "eager graph" all_reduce
 set -u
 out=${1:?usage: see the header}
@@ -28,6 +29,7 @@ for n in $ranks; do
         env=(-x NCCL_TESTS_DEVICE=0 -x NCCL_NVLS_ENABLE=0 -x CUDA_MPS_PIPE_DIRECTORY)
         if [ $lib = ours ]; then
           env+=(-x LD_PRELOAD="$ours")
+          for setting in ${OURS_ENV:-}; do env+=(-x "$setting"); done
         else
           env+=(-x LD_PRELOAD="$stock" -x NCCL_MULTI_RANK_GPU_ENABLE=1)
           [ "$n" -gt 2 ] && env+=(-x NCCL_MAX_CTAS=$((32 / n)))
