@@ -530,6 +530,18 @@ Status Communicator::asyncError() const {
       return Status::kSuccess;
     case kKernelAborted:
       return fail(Status::kRemoteError, "communicator was aborted while a kernel waited for a peer");
+    // The user's contract broken (every rank must make the same calls with the same counts): invalid
+    // usage, as NCCL calls inconsistent arguments. Nothing was moved.
+    case kKernelCallsDiffer:
+      return fail(Status::kInvalidUsage,
+                  "ranks called a collective with different counts (or other collectives or roots): every "
+                  "rank must make the same calls with the same counts");
+    // This rank's arguments were fine; what a peer posted was not (or its mapping here is stale): a
+    // remote error, which users answer as for a lost peer, by aborting the communicator.
+    case kKernelBadPeerData:
+      return fail(Status::kRemoteError,
+                  "a peer posted a zero-copy buffer outside the allocation mapped for it here; the call was "
+                  "refused without touching it");
     default:
       return fail(Status::kTimeout,
                   "a kernel waited for a peer without progress for MSCCLPP_NCCL_WAIT_TIMEOUT seconds");

@@ -110,22 +110,32 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
   enterKernel(early);
   __shared__ DirectPart part;
   const int me = comm.rank;
-  if (threadIdx.x == 0) locatePart(part, me, args.count * sizeof(T), segmentBytes, blockBytes);
+  const size_t bytes = args.count * sizeof(T);
+  if (threadIdx.x == 0) locatePart(part, me, bytes, segmentBytes, blockBytes);
   BoundedWait wait(comm.wait);
   const uint64_t call = comm.calls[blockIdx.x] + 1;
+  const MappedCall posted = postedCall(mine, Collective::kAllReduce, bytes, 0);
   const MappedAgreement agreed =
-      agreeOnMappedCall(comm, mine, call, wait, [&](int r, const MappedCall& theirs) {
-        if (r == me)
+      agreeOnMappedCall(comm, posted, call, wait, [&](int r, const MappedCall& theirs) {
+        if (r == me) {
           setRankBuffers(part, r, static_cast<const char*>(args.send), static_cast<char*>(args.recv));
-        else
-          setRankBuffers(part, r, mappedBuffer(comm, r, theirs.send), mappedBuffer(comm, r, theirs.recv));
+          return true;
+        }
+        // The block touches the same part of every rank's input and output: up to the part's end.
+        const uint64_t reach = part.length ? part.start + part.length : 0;
+        const char* input = mappedBuffer(comm, r, theirs.send, reach);
+        char* output = mappedBuffer(comm, r, theirs.recv, reach);
+        if (!input || !output) return false;
+        setRankBuffers(part, r, input, output);
+        return true;
       });
   if (agreed == MappedAgreement::kAbandoned) return;
   endZeroCopyCall(comm, call);  // the next call's barriers count from here, whichever way this one goes
   if (agreed == MappedAgreement::kZeroCopy)
     reduceAndFinish<T, Op>(comm, args, part, call, wait);
-  else
+  else if (agreed == MappedAgreement::kScratch)
     allReduceScratchFallback<T, Op>(lanes, args, segmentBytes, scratch);
+  // kFailed: the call raised an error and moves nothing (zero_copy_kernel.cuh: agreeOnMappedCall).
 }
 
 template <typename Kernel, typename... Buffers>

@@ -74,21 +74,36 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
   const size_t segmentStart = flow.spread ? me * segmentBytes : 0;
   const size_t segmentEnd = flow.spread ? min(args.rangeBytes, segmentStart + segmentBytes) : args.rangeBytes;
   const size_t first = segmentStart + blockIdx.x * blockBytes;
+  const size_t n = first < segmentEnd ? min(blockBytes, segmentEnd - first) : 0;  // the block's bytes
+  // The end of what the block touches of a rank's buffer whose part for this rank starts `stride` x me in.
+  auto reach = [&](size_t stride) -> uint64_t { return n ? me * stride + first + n : 0; };
+  auto receivesFrom = [&](int r) { return peerSetHas(args.recvFrom, r, args.root); };
+  // Whose sources the block reads below: every rank's in a reduce, the pusher's in a push, else those it
+  // receives from.
+  auto readsSource = [&](int r) {
+    if (kReduce) return flow.spread || args.recvFrom == PeerSet::kAll;
+    return flow.push ? r == pusher : receivesFrom(r);
+  };
   BoundedWait wait(comm.wait);
   const uint64_t call = comm.calls[blockIdx.x] + 1;
+  const MappedCall posted = postedCall(mine, args.collective, args.rangeBytes, args.root);
   const MappedAgreement agreed =
-      agreeOnMappedCall(comm, mine, call, wait, [&](int r, const MappedCall& theirs) {
-        if (!flow.push || r == pusher) {
-          const char* source =
-              r == me ? static_cast<const char*>(args.src) : mappedBuffer(comm, r, theirs.send);
+      agreeOnMappedCall(comm, posted, call, wait, [&](int r, const MappedCall& theirs) {
+        if (readsSource(r)) {
+          const char* source = r == me ? static_cast<const char*>(args.src)
+                                       : mappedBuffer(comm, r, theirs.send, reach(args.srcStride));
+          if (!source) return false;
           sources[r] = source + me * args.srcStride + first;
           sourceAlignment[r] = unitAlignment(sources[r]);
         }
         if (peersWriteDestination(args, r)) {  // the ranks whose destinations the call writes into
-          char* destination = r == me ? static_cast<char*>(args.dst) : mappedBuffer(comm, r, theirs.recv);
+          char* destination = r == me ? static_cast<char*>(args.dst)
+                                      : mappedBuffer(comm, r, theirs.recv, reach(args.dstStride));
+          if (!destination) return false;
           destinations[r] = destination + me * args.dstStride + first;
           destinationAlignment[r] = unitAlignment(destinations[r]);
         }
+        return true;
       });
   if (agreed == MappedAgreement::kAbandoned) return;
   endZeroCopyCall(comm, call);  // the next call's barriers count from here, whichever way this one goes
@@ -96,9 +111,8 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
     exchangeScratchFallback<T, Op, kReduce>(lanes, args, scratch);
     return;
   }
-  const size_t n = first < segmentEnd ? min(blockBytes, segmentEnd - first) : 0;
+  if (agreed == MappedAgreement::kFailed) return;  // an error was raised (agreeOnMappedCall): nothing moves
   char* dst = static_cast<char*>(args.dst);
-  auto receivesFrom = [&](int r) { return peerSetHas(args.recvFrom, r, args.root); };
   if (kReduce && (flow.spread || args.recvFrom == PeerSet::kAll)) {
     const ChunkRef out = flow.spread ? ChunkRef{destinations[args.root], n, destinationAlignment[args.root]}
                                      : userChunk(dst + me * args.dstStride + first, n);

@@ -37,11 +37,17 @@ struct MappedRegion {
   uint64_t bytes;
 };
 
-// What a rank posts to its peers for a mapped zero-copy call.
+// What a rank posts to its peers for a mapped zero-copy call: how they find its buffers, and the call as
+// it was made here (the kernel fills that in), which every rank compares with its peers' (mapped_bounds.h).
 struct MappedCall {
   MappedBuffer send;
   MappedBuffer recv;
+  uint64_t bytes;       // all_reduce: count x element size; an exchange: rangeBytes
+  uint32_t collective;  // Collective
+  int32_t root;         // rooted collectives' root, else 0
 };
+// Kernels read peers' posts in 64-bit words (zero_copy_kernel.cuh: loadMappedCall).
+static_assert(sizeof(MappedCall) % sizeof(uint64_t) == 0, "MappedCall must be whole 64-bit words");
 
 struct ZeroCopyComm {
   int rank;

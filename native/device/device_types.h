@@ -29,7 +29,16 @@ struct WaitControl {
 // grid must also fit in half of a rank's share of co-resident blocks (AlgorithmSelector::earlyLaunchBlocks).
 constexpr int kEarlyLaunchMaxBlocks = 32;
 
-enum KernelError : int { kKernelOk = 0, kKernelAborted = 1, kKernelTimedOut = 2 };
+// kKernelCallsDiffer: the ranks' posts of a mapped zero-copy call say they were called with different
+// counts (or collectives or roots); kKernelBadPeerData: a peer's post names a buffer outside the allocation
+// mapped for it here (native/algorithms/mapped_bounds.h).
+enum KernelError : int {
+  kKernelOk = 0,
+  kKernelAborted = 1,
+  kKernelTimedOut = 2,
+  kKernelCallsDiffer = 3,
+  kKernelBadPeerData = 4,
+};
 
 // The per-communicator step counters, one per block index (see step_sequence.cuh).
 struct StepCounter {
