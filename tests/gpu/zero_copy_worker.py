@@ -64,6 +64,16 @@ def check(got: cp.ndarray, expected: np.ndarray, what: str) -> None:
     assert bad.size == 0, f"{what}: {bad.size} of {host.size} wrong, first at {bad[:4]}"
 
 
+def out_of_place_calls(r: Rank, send: cp.ndarray, recv: cp.ndarray, calls: int, what: str) -> None:
+    """`calls` out-of-place float32 all-reduces of COUNT elements, each input shifted by its call, checked."""
+    for call in range(calls):
+        send.set(pattern(COUNT, r.rank).astype(np.float32) + call, stream=r.stream)
+        recv.fill(np.float32(-7))
+        r.all_reduce_raw(send, recv, COUNT, "float32", 0)
+        r.stream.synchronize()
+        check(recv, expect_sum(COUNT, r.size, call), f"{what} call {call}")
+
+
 def scenario_recurring(r: Rank) -> None:
     """The same buffers call after call, at an offset into their allocation that differs per rank, in and
     out of place, float32 and bfloat16 (as uint16 bits)."""
@@ -72,12 +82,7 @@ def scenario_recurring(r: Rank) -> None:
     shift = 64 * r.rank + 4 * (r.rank % 3)  # elements: rank r's buffers start elsewhere in its allocation
     send = backing_send[shift : shift + COUNT]
     recv = backing_recv[shift + 1 : shift + 1 + COUNT]  # unaligned to 16 bytes on purpose
-    for call in range(6):
-        send.set(pattern(COUNT, r.rank).astype(np.float32) + call, stream=r.stream)
-        recv.fill(np.float32(-7))
-        r.all_reduce_raw(send, recv, COUNT, "float32", 0)
-        r.stream.synchronize()
-        check(recv, expect_sum(COUNT, r.size, call), f"recurring out of place call {call}")
+    out_of_place_calls(r, send, recv, 6, "recurring out of place")
     for call in range(4):
         send.set(pattern(COUNT, r.rank).astype(np.float32) - call, stream=r.stream)
         r.all_reduce_raw(send, send, COUNT, "float32", 0)
@@ -226,12 +231,7 @@ def scenario_cumem(r: Rank) -> None:
     nbytes = COUNT * 4 + 4096
     send_ptr, recv_ptr = mem_alloc(r, nbytes), mem_alloc(r, nbytes)
     send, recv = raw_array(send_ptr, COUNT, r), raw_array(recv_ptr + 4, COUNT, r)  # recv 4 bytes in
-    for call in range(8):
-        send.set(pattern(COUNT, r.rank).astype(np.float32) + call, stream=r.stream)
-        recv.fill(np.float32(-7))
-        r.all_reduce_raw(send, recv, COUNT, "float32", 0)
-        r.stream.synchronize()
-        check(recv, expect_sum(COUNT, r.size, call), f"cumem all_reduce call {call}")
+    out_of_place_calls(r, send, recv, 8, "cumem all_reduce")
     r.stream.begin_capture()
     r.all_reduce_raw(send, recv, COUNT, "float32", 0)
     graph = r.stream.end_capture()
