@@ -32,9 +32,9 @@ def traffic_bytes(binary: str, size: int, n: int) -> int:
     """Bytes every rank together must read and write at least; `size` is nccl-tests' size column."""
     if binary in ("all_reduce", "alltoall", "sendrecv"):
         return 2 * n * size
-    if binary in ("all_gather", "broadcast", "reduce_scatter", "reduce", "gather", "scatter"):
+    if binary in ("all_gather", "broadcast", "reduce_scatter", "reduce"):
         return (n + 1) * size
-    return 2 * size
+    return 2 * size  # gather, scatter: the root's whole buffer is read (or written) once, in pieces
 
 
 def read(path: Path) -> dict[int, float]:
