@@ -58,10 +58,11 @@ __device__ __forceinline__ void reduceIntoEveryRank(const DirectPart& part, int 
       });
 }
 
-// Once every rank has arrived: reduce the part into every rank's output.
+// Once every rank has arrived: reduce the part into every rank's output, then wait until no peer
+// touches this rank's buffers. False when a wait was abandoned.
 template <typename T, typename Op>
-__device__ __forceinline__ void reducePart(const ZeroCopyComm& comm, const AllReduceArgs& args,
-                                           const DirectPart& part) {
+__device__ __forceinline__ bool reduceAndFinish(const ZeroCopyComm& comm, const AllReduceArgs& args,
+                                                const DirectPart& part, uint64_t call, BoundedWait& wait) {
   bool aligned = true;
   for (int r = threadIdx.x; r < comm.nranks; r += blockDim.x)
     aligned = aligned && part.inputAlignment[r] == 16 && part.outputAlignment[r] == 16;
@@ -69,6 +70,7 @@ __device__ __forceinline__ void reducePart(const ZeroCopyComm& comm, const AllRe
     reduceIntoEveryRank<T, Op, decltype(kAligned)::value>(part, comm.rank, comm.nranks,
                                                           args.op.scaling.postDivisor);
   });
+  return finishZeroCopyCall(comm, call, wait);
 }
 
 // Buffers in windows: rank r's are its window base plus the offset every rank shares.
@@ -86,8 +88,7 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
   BoundedWait wait(comm.wait);
   const uint64_t call = comm.calls[blockIdx.x] + 1;
   if (!peerBarrier(comm.localFlags, comm.peerFlags, 0, me, nranks, call, wait)) return;
-  reducePart<T, Op>(comm, args, part);
-  if (!finishZeroCopyCall(comm, call, wait)) return;  // then no peer touches this rank's buffers any more
+  if (!reduceAndFinish<T, Op>(comm, args, part, call, wait)) return;
   endZeroCopyCall(comm, call);
 }
 
@@ -130,13 +131,11 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
       });
   if (agreed == MappedAgreement::kAbandoned) return;
   endZeroCopyCall(comm, call);  // the next call's barriers count from here, whichever way this one goes
-  if (agreed == MappedAgreement::kScratch) {
+  if (agreed == MappedAgreement::kZeroCopy)
+    reduceAndFinish<T, Op>(comm, args, part, call, wait);
+  else if (agreed == MappedAgreement::kScratch)
     allReduceScratchFallback<T, Op>(lanes, args, segmentBytes, scratch);
-    return;
-  }
-  if (agreed == MappedAgreement::kCallsDiffer) return;  // on every rank: nothing moves
-  if (agreed == MappedAgreement::kZeroCopy) reducePart<T, Op>(comm, args, part);
-  finishMappedCall(comm, call, wait);  // kBadPeerData too (zero_copy_kernel.cuh)
+  // kFailed: the call raised an error and moves nothing (zero_copy_kernel.cuh: agreeOnMappedCall).
 }
 
 template <typename Kernel, typename... Buffers>

@@ -111,11 +111,9 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
     exchangeScratchFallback<T, Op, kReduce>(lanes, args, scratch);
     return;
   }
-  if (agreed == MappedAgreement::kCallsDiffer) return;  // on every rank: nothing moves
+  if (agreed == MappedAgreement::kFailed) return;  // an error was raised (agreeOnMappedCall): nothing moves
   char* dst = static_cast<char*>(args.dst);
-  if (agreed == MappedAgreement::kBadPeerData) {
-    // This block moves nothing, but finishes the call below (zero_copy_kernel.cuh: finishMappedCall).
-  } else if (kReduce && (flow.spread || args.recvFrom == PeerSet::kAll)) {
+  if (kReduce && (flow.spread || args.recvFrom == PeerSet::kAll)) {
     const ChunkRef out = flow.spread ? ChunkRef{destinations[args.root], n, destinationAlignment[args.root]}
                                      : userChunk(dst + me * args.dstStride + first, n);
     bool aligned = out.alignment == 16;
@@ -139,7 +137,7 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
                    typename ElementTraits<T>::Acc(1));
     }
   }
-  finishMappedCall(comm, call, wait);
+  finishZeroCopyCall(comm, call, wait);
 }
 
 }  // namespace

@@ -16,10 +16,8 @@
 
 namespace mscclpp_nccl {
 
-// What the ranks' posts decided for a call (agreeOnMappedCall). kCallsDiffer: the call failed on every rank
-// and moves nothing; kBadPeerData: a post failed this block's checks, so the block moves nothing but
-// finishes the call (finishMappedCall).
-enum class MappedAgreement { kZeroCopy, kScratch, kAbandoned, kCallsDiffer, kBadPeerData };
+// kFailed: the posts failed a check (agreeOnMappedCall), the call raised an error and moves nothing.
+enum class MappedAgreement { kZeroCopy, kScratch, kAbandoned, kFailed };
 
 __device__ __forceinline__ MappedCall loadMappedCall(const MappedCall* slot) {
   const volatile uint64_t* words = reinterpret_cast<const volatile uint64_t*>(slot);
@@ -86,27 +84,20 @@ __device__ __forceinline__ bool finishZeroCopyCall(const ZeroCopyComm& comm, uin
                      call, wait);
 }
 
-// A rank whose post failed this block's checks in the current call (-1: none), from agreeOnMappedCall to
-// finishMappedCall: in shared memory, so that no register holds it through the call.
-__device__ __forceinline__ int& mappedOffender() {
-  __shared__ int offender;
-  return offender;
-}
-
 // Posts `mine` (postedCall) to every peer and arrives at call `call`'s first barrier; then reads every
 // rank's post (own: `mine`) and decides, alike on every rank since all read the same posts:
-// - some rank was called otherwise (compareMappedCalls): raises kKernelCallsDiffer, kCallsDiffer; no rank
-//   moves anything (the scratch schedule's counts would not match either);
+// - some rank was called otherwise (compareMappedCalls): raises kKernelCallsDiffer and returns kFailed;
+//   no rank moves anything (the scratch schedule's counts would not match either);
 // - some rank's buffers are not mapped by every peer yet: kScratch;
 // - else kZeroCopy, once see(r, theirs) has set the block's pointers to every rank r's buffers.
 // see() says whether r's post lets this rank touch what it will (mappedBuffer). The other ranks check what
-// they touch against their own tables, so a post may fail here only: kBadPeerData, and the block moves
-// nothing but still finishes the call (finishMappedCall), as the others may be running it zero-copy.
+// they touch against their own tables, so where a post fails here only, they may be running the call
+// zero-copy: this rank touches nothing, waits at the second barrier until they are done with its
+// buffers, raises kKernelBadPeerData and returns kFailed.
 template <typename See>
 __device__ __forceinline__ MappedAgreement agreeOnMappedCall(const ZeroCopyComm& comm, const MappedCall& mine,
                                                              uint64_t call, BoundedWait& wait, See see) {
   const int me = comm.rank, nranks = comm.nranks;
-  if (threadIdx.x == 0) mappedOffender() = -1;  // before the barrier's __syncthreads
   for (int peer = threadIdx.x; peer < nranks; peer += blockDim.x)
     if (peer != me) *mappedCallSlot(comm.peerFlags[peer], nranks, blockIdx.x, me) = mine;
   if (!peerBarrier(comm.localFlags, comm.peerFlags, 0, me, nranks, call, wait))
@@ -128,20 +119,13 @@ __device__ __forceinline__ MappedAgreement agreeOnMappedCall(const ZeroCopyComm&
       offender = r;
     }
   }
-  if (!__syncthreads_and(same)) return MappedAgreement::kCallsDiffer;
+  if (!__syncthreads_and(same)) return MappedAgreement::kFailed;
   if (!__syncthreads_and(ready)) return MappedAgreement::kScratch;
-  if (offender >= 0) mappedOffender() = offender;
-  return __syncthreads_and(fits) ? MappedAgreement::kZeroCopy : MappedAgreement::kBadPeerData;
-}
-
-// The second barrier of a call that went zero-copy or found bad peer data (kZeroCopy, kBadPeerData), then
-// the latter's error: raised only once the other ranks are done with this rank's buffers. The kernel keeps
-// one copy of the barrier, and no register for what the call found: with a second copy for bad data, or
-// the agreement held through the data loop, the exchange's reduce loops of half and bf16 spilled.
-__device__ __forceinline__ void finishMappedCall(const ZeroCopyComm& comm, uint64_t call, BoundedWait& wait) {
+  if (__syncthreads_and(fits)) return MappedAgreement::kZeroCopy;
   finishZeroCopyCall(comm, call, wait);
-  if (threadIdx.x == 0 && mappedOffender() >= 0 && raiseKernelError(comm.wait, kKernelBadPeerData))
-    reportMappedError(MappedCheck::kOutOfBounds, comm.rank, mappedOffender(), 0, 0);
+  if (offender >= 0 && raiseKernelError(comm.wait, kKernelBadPeerData))
+    reportMappedError(MappedCheck::kOutOfBounds, me, offender, 0, 0);
+  return MappedAgreement::kFailed;
 }
 
 // Runs run(std::true_type{}) when every thread of the block says `aligned` (each buffer of the block's part
