@@ -43,19 +43,6 @@ struct Hello {
   int32_t reserved;
 };
 
-// Waits in short slices until one of `fds` is readable (true), or the deadline or an abort (false),
-// so that aborting the bootstrap (ncclCommAbort) ends the wait at once.
-bool anyReadable(const Bootstrap& bootstrap, std::vector<pollfd>* fds, Deadline deadline) {
-  while (!bootstrap.aborted()) {
-    if (secondsLeft(deadline) <= 0) return false;
-    for (pollfd& entry : *fds) entry.revents = 0;
-    int n = poll(fds->data(), fds->size(), pollSliceMs(deadline));
-    if (n > 0) return true;
-    if (n < 0 && errno != EINTR) return false;
-  }
-  return false;
-}
-
 // A connection accepted by the server, waiting for its Hello.
 struct Client {
   int fd;
@@ -119,7 +106,7 @@ void serve(const Bootstrap& bootstrap, const std::vector<Offer>& offers, ServeCo
     polled.assign(1, pollfd{listener, POLLIN, 0});
     polled.push_back(pollfd{control->wake, POLLIN, 0});
     for (const Client& c : clients) polled.push_back(pollfd{c.fd, POLLIN, 0});
-    if (!anyReadable(bootstrap, &polled, deadline)) {
+    if (!waitAnyReadable(&polled, deadline, [&] { return bootstrap.aborted(); })) {
       if (!bootstrap.aborted())
         logWarn("rank %d: %d peers never came for a buffer's descriptor", rank,
                 expected < 0 ? nranks - 1 : expected);

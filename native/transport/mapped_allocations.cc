@@ -119,9 +119,13 @@ Status MappedAllocations::create(Bootstrap& bootstrap, const Topology& topology,
                                  std::unique_ptr<MappedAllocations>* out) {
   std::unique_ptr<MappedAllocations> self(new MappedAllocations(bootstrap, topology, device));
   // Descriptor passing checks that the fetching process is the one its rank runs in.
-  self->pids_.assign(self->nranks_, 0);
-  self->pids_[self->rank_] = static_cast<int32_t>(getpid());
-  MSCCLPP_TRY(bootstrap.allGather(self->pids_.data(), sizeof(int32_t)));
+  std::vector<int32_t> pids(self->nranks_, 0);
+  pids[self->rank_] = static_cast<int32_t>(getpid());
+  MSCCLPP_TRY(bootstrap.allGather(pids.data(), sizeof(int32_t)));
+  for (int peer = 0; peer < self->nranks_; ++peer)
+    if (!topology.sameProcess(self->rank_, peer) &&
+        std::find(self->remotePids_.begin(), self->remotePids_.end(), pids[peer]) == self->remotePids_.end())
+      self->remotePids_.push_back(pids[peer]);
   const size_t tableBytes = sizeof(MappedRegion) * kMaxMappedAllocations * self->nranks_;
   MSCCLPP_CUDA_TRY(cudaMalloc(&self->deviceTable_, tableBytes));
   MSCCLPP_TRY(zeroDeviceMemory(self->deviceTable_, tableBytes));
@@ -318,18 +322,13 @@ void MappedAllocations::announce(const RegistryEvent& event) {
       // Peers in other processes cannot map it and will not acknowledge: it stays on scratch.
       MSCCLPP_INFO(kInit, "rank %d: allocation %d cannot be exported over CUDA IPC", rank_, event.index);
     }
-    std::vector<int32_t> remotePids;
-    for (int peer = 0; peer < nranks_; ++peer)
-      if (!topology_.sameProcess(rank_, peer) &&
-          std::find(remotePids.begin(), remotePids.end(), pids_[peer]) == remotePids.end())
-        remotePids.push_back(pids_[peer]);
-    if (event.key.sharing == kDescriptor && !remotePids.empty()) {
+    if (event.key.sharing == kDescriptor && !remotePids_.empty()) {
       int fd = -1;
       size_t offset = 0, size = 0;
       Status status = exportShareable(reinterpret_cast<void*>(event.key.base), &fd, &offset, &size);
       if (ok(status) && (offset != 0 || size != event.key.bytes))
         status = fail(Status::kInternalError, "its descriptor maps %zu bytes from offset %zu", size, offset);
-      if (ok(status)) status = offerDescriptor(fd, remotePids, &message.offer);
+      if (ok(status)) status = offerDescriptor(fd, remotePids_, &message.offer);
       if (fd >= 0) close(fd);
       if (ok(status)) {
         std::lock_guard<std::mutex> lock(mu_);

@@ -102,7 +102,7 @@ class MappedAllocations {
   cudaStream_t copyStream_ = nullptr;    // table writes; non-blocking, so it never waits for users' streams
   cudaEvent_t lastUse_ = nullptr;        // the latest eager call that used described buffers
   MappedRegion* hostStaging_ = nullptr;  // pinned source of those writes
-  std::vector<int32_t> pids_;            // [rank]: its process, for descriptor passing
+  std::vector<int32_t> remotePids_;      // the peers' processes other than this one (descriptor passing)
 
   std::mutex mu_;  // guards what the owner and the helper both touch: registry_, acks_, offers_
   std::condition_variable acked_;

@@ -65,15 +65,20 @@ bool peerCredentials(int socket, ucred* out) {
 
 bool isOurProcess(const ucred& peer, int32_t pid) { return peer.uid == geteuid() && peer.pid == pid; }
 
-bool waitReadable(int fd, Deadline deadline, const std::function<bool()>& aborted) {
+bool waitAnyReadable(std::vector<pollfd>* fds, Deadline deadline, const std::function<bool()>& aborted) {
   while (!aborted()) {
     if (secondsLeft(deadline) <= 0) return false;
-    pollfd entry{fd, POLLIN, 0};
-    int n = poll(&entry, 1, pollSliceMs(deadline));
-    if (n > 0) return (entry.revents & POLLIN) != 0;
+    for (pollfd& entry : *fds) entry.revents = 0;
+    int n = poll(fds->data(), fds->size(), pollSliceMs(deadline));
+    if (n > 0) return true;
     if (n < 0 && errno != EINTR) return false;
   }
   return false;
+}
+
+bool waitReadable(int fd, Deadline deadline, const std::function<bool()>& aborted) {
+  std::vector<pollfd> entry{pollfd{fd, POLLIN, 0}};
+  return waitAnyReadable(&entry, deadline, aborted) && (entry[0].revents & POLLIN) != 0;
 }
 
 bool sendDescriptor(int socket, int fd) {

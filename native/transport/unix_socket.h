@@ -4,12 +4,14 @@
 // credentials: our uid, and the pid that the other side announced over the authenticated bootstrap.
 #pragma once
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "native/bootstrap/socket.h"
 #include "native/common/status.h"
@@ -32,7 +34,10 @@ bool peerCredentials(int socket, ucred* out);
 // Whether those credentials are process `pid` of our effective uid.
 bool isOurProcess(const ucred& peer, int32_t pid);
 
-// Waits in short slices until `fd` is readable (true), or the deadline, or `aborted()` (false).
+// Waits in short slices until one of `fds` has an event (true), or the deadline, or `aborted()` (false),
+// so that an abort ends the wait at once.
+bool waitAnyReadable(std::vector<pollfd>* fds, Deadline deadline, const std::function<bool()>& aborted);
+// The same for one descriptor, true only when it is readable.
 bool waitReadable(int fd, Deadline deadline, const std::function<bool()>& aborted);
 
 // Sends `fd` as SCM_RIGHTS with one byte of payload; never blocks.
