@@ -32,14 +32,14 @@ constexpr size_t kLaneBlockBytes = 16 * 1024;
 constexpr size_t kZeroCopyMinBytes = 1 << 20;
 // Zero-copy exchanges (outside windows) from this many bytes per range, with enough traffic (below):
 // smaller ranges pay the barriers for too little. At 4 ranks on one H200 the mapped kernel was level
-// with the chunked exchange at 2 MB ranges and up to 2.3x faster from 4 MB (perf/results/
-// 2026-12-02-h200-zero-copy); at 8 ranks the chunked alltoall of 1 MB ranges (64 MB moved) took 106 us
-// in nccl-tests graphs where stock took 85, so 1 MB ranges map where their traffic is large.
+// with the chunked exchange at 2 MB ranges and up to 2.3x faster from 4 MB (perf/nccl_timer.cu); at 8
+// ranks the chunked alltoall of 1 MB ranges (64 MB moved) took 106 us in nccl-tests graphs where stock
+// took 85, so 1 MB ranges map where their traffic is large.
 constexpr size_t kExchangeZeroCopyMinBytes = 1 << 20;
 // ...and from this much traffic: the mapped call's fixed cost (its barriers) is paid back by the scratch
 // copies it saves, which grow with the bytes all ranks move, not with the range alone. On one H200 at
 // 2, 4 and 8 ranks the chunked exchange was faster below it (reduce at 4 ranks, 2 MB: 16.6 against 21.6
-// us in graphs), the mapped one level or faster from it (perf/results/2026-12-02-h200-s13, runs 1-2).
+// us in graphs), the mapped one level or faster from it (perf/nccl_timer.cu, forced either way).
 constexpr size_t kExchangeZeroCopyMinTraffic = 16 << 20;
 // Default zero-copy grid: one block per this many bytes of the segment each rank reduces (a block
 // moves 2 x nranks times that), so that medium messages use many SMs.
