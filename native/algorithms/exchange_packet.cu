@@ -22,8 +22,8 @@ template <typename Name, typename T, typename Op, bool kReduce, bool kRoot>
 __global__ void __launch_bounds__(kPacketThreads, kPacketBlocksPerSm)
     exchangePacketKernel(PacketComm comm, ExchangeArgs args, size_t chunkWords, int rounds, bool early) {
   // The peer sets are compile-time constants, so that each kernel holds only the loops of its own flow:
-  // the same schedule with them read at run time is 15-25% slower at 4 and 8 ranks
-  // (perf/experiments/exchange_latency).
+  // the same schedule with them read at run time is 15-25% slower at 4 and 8 ranks on one H200
+  // (perf/packet_kernel_bench.cu).
   constexpr ExchangeFlow kFlow = exchangeFlow(Name::kCollective, kRoot);
   constexpr PeerSet kSendTo = kFlow.sendTo, kRecvFrom = kFlow.recvFrom;
   enterKernel(early);

@@ -13,7 +13,7 @@ namespace {
 
 // Reduces `bytes` bytes of every rank's source into `out`, 4 units of 2 ranks in flight at once: with one
 // store per 2-8 loads, this beat 2 units x 8 ranks at 2 and 4 ranks and matched it at 8
-// (perf/reduce_loop_bench.cu, perf/results/2026-12-02-h200-s12/), and it spills less here.
+// on one H200 (perf/reduce_loop_bench.cu), and it spills less here.
 // kAligned: every buffer takes 16-byte accesses, so the loop compiles to plain vector loads and stores.
 template <typename T, typename Op, bool kAligned>
 __device__ __forceinline__ void reduceRanges(const char* const* sources, const int* sourceAlignment,

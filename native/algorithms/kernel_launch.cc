@@ -12,8 +12,8 @@ namespace {
 
 // The early-launch attribute on a launch lets the kernel start once the stream's previous kernel lets
 // it (its enterKernel() still waits for that kernel to finish). It also makes the launch itself cheaper:
-// under MPS with 8 ranks, grids that are not launched early took 20-35% less eager time with it at 64 KB-4
-// MB (perf/results/2026-12-02-h200-s13, run 5). A grid too large to start beside a running kernel may
+// under MPS with 8 ranks on one H200, grids that are not launched early took 20-35% less eager time with
+// it at 64 KB-4 MB (perf/nccl_timer.cu). A grid too large to start beside a running kernel may
 // carry it only where the stream's previous kernel does not let its successor start early: one launched
 // early would, and the two together could hold more than the rank's share of SMs. The lock serialises
 // the decision with the launch, so that two threads launching on one stream are recorded in the order
@@ -52,7 +52,7 @@ bool mayCarryEarlyAttribute(cudaStream_t stream, bool early) {
 // Under launchLock(): the driver's handle of `kernel` in the current context, or null where there is
 // none yet (no current context: the runtime's launch makes one). The runtime's own launch finds the
 // handle of the kernel's address on every call, which costs 0.2-0.3 us of the 2.7-3.4 us a launch takes
-// under MPS (perf/launch_cost_bench.cu, perf/results/2026-12-03-h200-s21 run 1). A kernel keeps the
+// under MPS on an H200 (perf/launch_cost_bench.cu). A kernel keeps the
 // handle of the context it last ran in; contexts are told apart by their id, which the driver never
 // gives twice in a process, so a context destroyed and made anew at the same address finds no stale one.
 CUfunction driverFunction(const CudaDriver& driver, const void* kernel) {
