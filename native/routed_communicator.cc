@@ -108,7 +108,7 @@ bool hostsContiguous(const HostLayout& layout) {
 // flat algorithm on the world communicator: small messages are latency-bound, and the hierarchy adds
 // our intra-host steps to a stock call that costs about as much as stock's own over all ranks. 128 KiB
 // is where the hierarchy's all_reduce overtook stock's for good on fake hosts joined by stock's socket
-// transport, at 2 hosts of 2 and of 4 (perf/results/2026-12-01-h200-fake-hosts-net).
+// transport, at 2 hosts of 2 and of 4 on one H200 (perf/fake-hosts-2026-12-01.csv).
 constexpr int64_t kDefaultHierarchyMinBytes = 128 << 10;
 size_t hierarchyMinBytes() {
   static const int64_t bytes = envInt("MSCCLPP_NCCL_HIERARCHY_MIN_BYTES", kDefaultHierarchyMinBytes);
