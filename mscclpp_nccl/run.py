@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import math
 import os
 import shutil
 import signal
@@ -29,18 +30,45 @@ from .gpus import gpu_uuids, visible_gpus
 
 TIMEOUT_EXIT = 124  # like coreutils timeout(1)
 
+
+NOT_FOUND_EXIT = 127  # like a shell: the command was not found
+NOT_EXECUTABLE_EXIT = 126  # like a shell: found, but it cannot be run
+
 _T = TypeVar("_T")
 
 
+class CommandError(ValueError):
+    """A command that cannot be started; exit_code is what a shell would return for it (126 or 127)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 def guarded(label: str, run: Callable[[], _T]) -> _T | int:
-    """run()'s result, or a command's exit code: 130 on Ctrl-C, 2 (saying why) on RuntimeError/ValueError."""
+    """run()'s result, or a command's exit code: 130 on Ctrl-C; on RuntimeError, ValueError or OSError,
+    the reason on stderr and 2 (or the CommandError's exit code)."""
     try:
         return run()
     except KeyboardInterrupt:
         return 130
-    except (RuntimeError, ValueError) as e:
+    except (RuntimeError, ValueError, OSError) as e:
         print(f"{label}: error: {e}", file=sys.stderr)
-        return 2
+        return getattr(e, "exit_code", 2)
+
+
+def check_command(cmd: Sequence[str], env: dict[str, str]) -> None:
+    """CommandError (saying why, with a shell's exit code) unless cmd[0] names a program that can run: a
+    path to an executable file, or a name found on env's PATH."""
+    prog = cmd[0]
+    if os.sep in prog:
+        if not os.path.exists(prog):
+            raise CommandError(f"{prog}: no such file", NOT_FOUND_EXIT)
+        if os.path.isdir(prog) or not os.access(prog, os.X_OK):
+            raise CommandError(f"{prog}: not an executable file", NOT_EXECUTABLE_EXIT)
+        return
+    if shutil.which(prog, path=env.get("PATH", os.defpath)) is None:
+        raise CommandError(f"{prog}: command not found", NOT_FOUND_EXIT)
 
 
 def assign_gpus(nranks: int, gpus: Sequence[str], mode: str = "blocked") -> list[str | None]:
@@ -306,6 +334,7 @@ def launch(
     if hosts is not None:
         print(f"[launcher] fake hosts: {_describe_hosts(hosts)}", file=sys.stderr, flush=True)
     base = dict(os.environ if env is None else env)
+    check_command(cmd, base)
     gpu_list = list(gpus) if gpus is not None else visible_gpus(base)
     placement = assign_gpus(nranks, gpu_list, assign)
     shared = len(gpu_list) > 0 and nranks > len(gpu_list)
@@ -358,14 +387,19 @@ def _run_ranks(
     fail_time = 0.0
     try:
         for rank in range(nranks):
-            p = subprocess.Popen(
-                list(cmd),
-                env=rank_env(base, rank, nranks, placement[rank], uid, port, mps_env, hosts),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,  # a process group per rank, so a kill reaches its children too
-            )
+            try:
+                p = subprocess.Popen(
+                    list(cmd),
+                    env=rank_env(base, rank, nranks, placement[rank], uid, port, mps_env, hosts),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,  # a process group per rank, so a kill reaches its children too
+                )
+            except OSError as e:  # checked before, but the file may have changed since
+                _note(lock, f"error: cannot start rank {rank}: {cmd[0]}: {e.strerror or e}")
+                _stop_all(procs)
+                return NOT_FOUND_EXIT if isinstance(e, FileNotFoundError) else NOT_EXECUTABLE_EXIT
             procs.append(p)
             tag = f"[{rank}] ".encode() if prefix else b""
             assert p.stdout is not None and p.stderr is not None
@@ -421,6 +455,17 @@ def _note(lock: threading.Lock, text: str) -> None:
         print(f"[launcher] {text}", file=sys.stderr, flush=True)
 
 
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds (an argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text!r}")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m mscclpp_nccl.run",
@@ -428,11 +473,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("-n", "--nranks", type=int, required=True, help="number of ranks")
     parser.add_argument("--mps", action="store_true", help="run under MPS when ranks share a GPU")
-    parser.add_argument("--timeout", type=float, default=None, help="kill every rank after SECONDS")
+    parser.add_argument("--timeout", type=seconds, default=None, help="kill every rank after SECONDS")
     parser.add_argument("--gpus", default=None, help="comma-separated GPUs to use (default: all visible)")
     parser.add_argument("--assign", choices=["blocked", "round-robin"], default="blocked")
     parser.add_argument("--no-prefix", action="store_true", help="do not prefix output lines with [rank]")
-    parser.add_argument("--grace", type=float, default=3.0, help="seconds before killing the others")
+    parser.add_argument(
+        "--grace",
+        type=seconds,
+        default=3.0,
+        help="seconds the other ranks may run on after one fails (default 3)",
+    )
     parser.add_argument(
         "--fake-hosts",
         metavar="SPEC",
@@ -447,6 +497,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not cmd:
         parser.error("no command given (put it after --)")
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus is not None else None
+    if gpus is not None and not gpus:
+        parser.error(f"--gpus {args.gpus!r} names no GPU")
     return guarded(
         "[launcher]",
         lambda: launch(

@@ -1,8 +1,9 @@
 """`python -m mscclpp_nccl selfcheck`: checks and times all-reduce on this machine's GPUs.
 
-Without a GPU it says so, shows what was built, and exits 0. With GPUs it starts N ranks through the
-launcher (under MPS when they share a GPU); each checks float32 and bfloat16 sum all-reduce against a
-float64 NumPy reference, then times out-of-place all-reduce as nccl-tests does. Rank 0 prints the table.
+Without a GPU, CuPy or a loadable library it says so, shows what was built, and exits 3 (nothing
+checked). With GPUs it starts N ranks through the launcher (under MPS when they share a GPU); each checks
+float32 and bfloat16 sum all-reduce against a float64 NumPy reference, then times out-of-place all-reduce
+as nccl-tests does. Rank 0 prints the table.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -88,11 +89,14 @@ def compare(got: np.ndarray, ref: np.ndarray, mag: np.ndarray, dtype: str, nrank
 
 
 def worker(args: argparse.Namespace) -> int:
-    import cupy as cp
-
     from .communicator import Communicator, world_from_env
 
     rank, nranks, uid = world_from_env()
+    try:
+        import cupy as cp
+    except ImportError as e:
+        print(f"selfcheck: nothing checked: {e}", file=sys.stderr, flush=True)
+        return EXIT_UNCHECKED
     failures = 0
     rows: list[tuple[int, str, float, str]] = []
     with Communicator(nranks, rank, uid) as comm, cp.cuda.Device(comm.device):
@@ -168,36 +172,96 @@ def print_table(rows: list[tuple[int, str, float, str]], times: list[float], nra
 # --- the command ---------------------------------------------------------------------------------------
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+EXIT_WRONG = 1  # a rank failed or a result was wrong
+EXIT_USAGE = 2  # a mistake on the command line
+EXIT_UNCHECKED = 3  # nothing could be checked: no GPU, no CuPy, or no loadable library
+
+EPILOG = (
+    f"exit codes: 0 every result correct, {EXIT_WRONG} a wrong result or a failed rank, {EXIT_USAGE} a"
+    f" command-line mistake, {EXIT_UNCHECKED} nothing checked (no GPU, no CuPy or no loadable library),"
+    " 124 timeout"
+)
+
+
+def _size(text: str) -> int:
+    from .bench.options import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _count(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .run import seconds
+
     parser = argparse.ArgumentParser(
-        prog="python -m mscclpp_nccl selfcheck", description=__doc__.split("\n")[0]
+        prog="python -m mscclpp_nccl selfcheck", description=__doc__.split("\n")[0], epilog=EPILOG
     )
-    parser.add_argument("-n", "--nranks", type=int, default=4, help="ranks to start (default 4)")
-    parser.add_argument("--timeout", type=float, default=600, help="seconds before every rank is killed")
-    parser.add_argument("--min-bytes", type=int, default=8)
-    parser.add_argument("--max-bytes", type=int, default=64 * MIB)
+    parser.add_argument(
+        "-n", "--nranks", type=_count(1), default=4, help="ranks to start (default 4; they share GPUs)"
+    )
+    parser.add_argument("--timeout", type=seconds, default=600, help="seconds before every rank is killed")
+    parser.add_argument(
+        "--min-bytes", type=_size, default=8, help="smallest size (K/M/G suffixes; default 8)"
+    )
+    parser.add_argument("--max-bytes", type=_size, default=64 * MIB, help="largest size (default 64M)")
     parser.add_argument("--dtypes", default="float32,bfloat16", help="comma-separated: float32, bfloat16")
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--warmup", type=_count(0), default=5, help="untimed calls per size (default 5)")
+    parser.add_argument("--iters", type=_count(1), default=20, help="timed calls per size (default 20)")
     parser.add_argument("--no-mps", action="store_true", help="do not use MPS even when ranks share a GPU")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     args.dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+    if not args.dtypes:
+        parser.error("--dtypes names no data type")
     for d in args.dtypes:
         if d not in ("float32", "bfloat16"):
-            parser.error(f"unsupported dtype {d!r}")
+            parser.error(f"unsupported dtype {d!r} (float32 or bfloat16)")
+    if args.min_bytes < 4:
+        parser.error(f"--min-bytes must be at least 4 (one float32), not {args.min_bytes}")
+    if args.min_bytes > args.max_bytes:
+        parser.error(f"--min-bytes {args.min_bytes} is more than --max-bytes {args.max_bytes}")
     if args.worker:
-        return worker(args)
+        from .run import guarded
 
-    from .run import launch, visible_gpus
+        return guarded("selfcheck", lambda: worker(args))
 
-    lines, _ = describe()
+    import importlib.util
+
+    from .run import guarded, launch, visible_gpus
+
+    lines, loadable = describe()
     gpus = visible_gpus()
-    if not gpus:
-        print("no NVIDIA GPU visible; nothing to run")
-        print("\n".join(lines))
-        return 0
     print("\n".join(lines), flush=True)
+    unchecked = None
+    if not gpus:
+        unchecked = "no NVIDIA GPU visible"
+    elif not loadable:
+        unchecked = "the library does not load (see version above)"
+    elif importlib.util.find_spec("cupy") is None:
+        unchecked = "CuPy is not installed (pip install cupy-cuda13x, or cupy-cuda12x on CUDA 12)"
+    if unchecked:
+        print(f"selfcheck: nothing checked: {unchecked}", file=sys.stderr, flush=True)
+        return EXIT_UNCHECKED
     shared = args.nranks > len(gpus)
     print(
         f"selfcheck: {args.nranks} ranks on {len(gpus)} GPU(s){' (shared, MPS)' if shared else ''}",
@@ -206,7 +270,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     cmd = [sys.executable, "-m", "mscclpp_nccl.selfcheck", "--worker", "--dtypes", ",".join(args.dtypes)]
     cmd += ["--min-bytes", str(args.min_bytes), "--max-bytes", str(args.max_bytes)]
     cmd += ["--warmup", str(args.warmup), "--iters", str(args.iters)]
-    return launch(args.nranks, cmd, mps=shared and not args.no_mps, timeout=args.timeout)
+    return guarded(
+        "selfcheck",
+        lambda: launch(args.nranks, cmd, mps=shared and not args.no_mps, timeout=args.timeout),
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""`python -m mscclpp_nccl {path,info,selfcheck}` without a GPU."""
+"""`python -m mscclpp_nccl {path,info,selfcheck,--version}` without a GPU."""
 
 from __future__ import annotations
 
@@ -27,8 +27,27 @@ def test_path_prints_only_the_library_path(nccl_lib: Path) -> None:
 
 def test_path_follows_the_override(tmp_path: Path) -> None:
     target = tmp_path / "libnccl.so.2"
+    target.write_bytes(b"")
     r = cli("path", env={"MSCCLPP_NCCL_LIB": str(target)})
+    assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(target)
+
+
+def test_path_of_a_missing_library_fails(tmp_path: Path) -> None:
+    """Nothing on stdout: LD_PRELOAD=$(python -m mscclpp_nccl path) must not name a file the loader skips."""
+    target = tmp_path / "libnccl.so.2"
+    r = cli("path", env={"MSCCLPP_NCCL_LIB": str(target)})
+    assert r.returncode == 1
+    assert r.stdout == ""
+    assert str(target) in r.stderr and "no such file" in r.stderr
+
+
+def test_version_names_the_package_and_the_abi() -> None:
+    from mscclpp_nccl import __version__
+
+    r = cli("--version")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"mscclpp-nccl {__version__}, NCCL ABI 2.32.3\n"
 
 
 def test_info_shows_version(nccl_lib: Path) -> None:
@@ -41,10 +60,11 @@ def test_info_shows_version(nccl_lib: Path) -> None:
 
 
 def test_selfcheck_without_gpu_says_so() -> None:
-    # CUDA_VISIBLE_DEVICES="" hides every GPU, so this holds on a GPU machine too.
+    # CUDA_VISIBLE_DEVICES="" hides every GPU, so this holds on a GPU machine too. Nothing was checked:
+    # exit 3, never 0.
     r = cli("selfcheck", env={"CUDA_VISIBLE_DEVICES": ""})
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "no NVIDIA GPU visible; nothing to run" in r.stdout
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "nothing checked: no NVIDIA GPU visible" in r.stderr
     assert "library:" in r.stdout
 
 

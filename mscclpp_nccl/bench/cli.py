@@ -52,15 +52,18 @@ def run_bench(opts: Options, argv: list[str]) -> int:
 
     from ..run import guarded, launch, visible_gpus
 
+    if opts.lib and not os.path.isfile(opts.lib):
+        print(f"{PROG}: --lib {opts.lib}: no such file", file=sys.stderr)
+        return 2
+    if opts.json_path and not os.path.isdir(os.path.dirname(os.path.abspath(opts.json_path))):
+        print(f"{PROG}: -J {opts.json_path}: no such directory", file=sys.stderr)
+        return 2
     gpus = visible_gpus()
     if not gpus:
         print(f"{PROG}: no NVIDIA GPU visible; nothing to benchmark", file=sys.stderr)
         return 2
     if importlib.util.find_spec("cupy") is None:
         print(f"{PROG}: CuPy is not installed (pip install cupy-cuda13x)", file=sys.stderr)
-        return 2
-    if opts.lib and not os.path.isfile(opts.lib):
-        print(f"{PROG}: --lib {opts.lib}: no such file", file=sys.stderr)
         return 2
     nranks, mps, extra, notes = launch_plan(opts, len(gpus), dict(os.environ))
     if opts.root >= nranks and opts.collective in ROOTED:

@@ -148,13 +148,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def tune(cfg: TuneOptions, argv: list[str]) -> int:
     """Tunes (or, with --from-raw, rebuilds from measurements) and writes the table; the exit code."""
+    for flag, path in (("--out", cfg.out), ("--raw", cfg.raw), ("--plot", cfg.plot)):
+        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            print(f"{PROG}: {flag} {path}: no such directory", file=sys.stderr)
+            return 2
     if cfg.from_raw:
         try:
             raw = load_raw(cfg.from_raw)
         except (OSError, ValueError) as e:
             print(f"{PROG}: --from-raw: {e}", file=sys.stderr)
             return 2
-        return finish(cfg, raw, 0)
+        try:
+            return finish(cfg, raw, 0)
+        except (AttributeError, KeyError, TypeError, ValueError) as e:
+            # A file of the right format whose contents are not what a tuning run writes.
+            print(f"{PROG}: --from-raw: {cfg.from_raw} holds malformed results ({e!r})", file=sys.stderr)
+            return 2
     outcome = guarded(PROG, lambda: run_tuning(cfg, argv))
     if isinstance(outcome, int):
         return outcome
