@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._library import build_info, library_path
+from .gpus import local_device
 
 __version__ = "0.1.0"
 
@@ -45,5 +46,6 @@ __all__ = [
     "__version__",
     "build_info",
     "library_path",
+    "local_device",
     "world_from_env",
 ]

@@ -19,6 +19,7 @@ from .binding import (
     unique_id_from_hex,
     unique_id_to_hex,
 )
+from .gpus import local_device
 
 _MPI_MARKERS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
 
@@ -64,8 +65,8 @@ class Communicator:
         cp = _cupy()
         self._nccl = nccl or Nccl.load()
         if device is None:
-            # The launcher gives each rank one visible GPU; under mpirun ranks may see them all.
-            device = rank % cp.cuda.runtime.getDeviceCount()
+            # The launcher's MSCCLPP_NCCL_DEVICE, else the local rank (torchrun's or MPI's) over the GPUs.
+            device = local_device(cp.cuda.runtime.getDeviceCount())
         self._device = int(device)
         if isinstance(unique_id, str):
             unique_id = unique_id_from_hex(unique_id)

@@ -49,3 +49,30 @@ def gpu_uuids() -> dict[str, str]:
         if m:
             uuids[m.group(1)] = m.group(2)
     return uuids
+
+
+DEVICE_ENV = "MSCCLPP_NCCL_DEVICE"
+# Where launchers put a process's rank among those of its host: torchrun and ours, Open MPI, MPICH and
+# Intel MPI (Hydra), Slurm.
+LOCAL_RANK_ENVS = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID")
+
+
+def local_device(count: int | None = None, env: dict[str, str] | None = None) -> int:
+    """The CUDA device index (among the visible ones) this rank should use.
+
+    MSCCLPP_NCCL_DEVICE when set (our launcher sets it for every rank: LOCAL_RANK, or the rank's share of
+    a GPU when ranks share); else the local rank a launcher gave (torchrun's LOCAL_RANK, or MPI's), modulo
+    `count` devices when given, so that more ranks than GPUs share them in turn; else 0."""
+    env = os.environ if env is None else env
+    text = env.get(DEVICE_ENV)
+    if text is not None and text.strip():
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"{DEVICE_ENV}={text!r} is not a device index") from None
+    for name in LOCAL_RANK_ENVS:
+        text = env.get(name)
+        if text is not None and text.strip().isdigit():
+            local = int(text)
+            return local % count if count else local
+    return 0

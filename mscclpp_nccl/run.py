@@ -1,11 +1,17 @@
-"""Launcher: `python -m mscclpp_nccl.run -n N [--mps] [--timeout S] [--gpus LIST] [--fake-hosts H] -- CMD`.
+"""Launcher: `python -m mscclpp_nccl.run -n N [--mps | --share-gpus] [--timeout S] [--gpus LIST] -- CMD`.
 
-Starts N processes of CMD on this host, one GPU each (several ranks share a GPU when N exceeds the GPUs),
-hands them a unique id made by our library in this process (its root service thread lives here, so the
-launcher stays alive until every rank has exited), and the usual torch.distributed variables.
+Starts N processes of CMD on this host with torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK,
+LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, GROUP_RANK) and a unique id made by our library in this
+process (its root service thread lives here, so the launcher stays alive until every rank has exited).
+CUDA_VISIBLE_DEVICES is left as the user gave it (--gpus sets it, the same for every rank), so rank r uses
+device LOCAL_RANK as under torchrun. Several ranks share a GPU only when asked (--mps, or --share-gpus
+without MPS): the ranks then get consecutive devices in blocks (or round-robin with --assign), and
+each finds its device index in MSCCLPP_NCCL_DEVICE, which every rank gets (it equals LOCAL_RANK when no
+GPU is shared and no host is faked).
 With --fake-hosts the ranks pose as several hosts (MSCCLPP_NCCL_HOST_ID), so that the library's
 multi-host path can run on one machine (the library passes the same hosts to its private stock NCCL,
-whose network transport then joins them). Works with no GPU for CPU-only commands.
+whose network transport then joins them); LOCAL_RANK then counts within each fake host, and the device is
+MSCCLPP_NCCL_DEVICE. Works with no GPU for CPU-only commands.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, TypeVar
 
-from .gpus import gpu_uuids, visible_gpus
+from .gpus import visible_gpus
 
 TIMEOUT_EXIT = 124  # like coreutils timeout(1)
 
@@ -124,53 +130,80 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+DEVICE_ENV = "MSCCLPP_NCCL_DEVICE"  # the device index (among the visible GPUs) a rank uses
+
+
 def rank_env(
     base: dict[str, str],
     rank: int,
     nranks: int,
-    gpu: str | None,
+    device: int | None,
     unique_id: str | None,
     master_port: int,
     mps_env: dict[str, str] | None = None,
     hosts: Sequence[str] | None = None,
+    visible: str | None = None,
 ) -> dict[str, str]:
-    """The environment of one rank. `hosts` (from fake_host_names) names every rank's fake host: the
-    rank then gets MSCCLPP_NCCL_HOST_ID and its place in that host as its local rank, replacing any
-    inherited MSCCLPP_NCCL_HOST_ID."""
+    """The environment of one rank: torchrun's variables, ours, and the device index of the rank among
+    the visible GPUs (MSCCLPP_NCCL_DEVICE; none without a GPU). CUDA_VISIBLE_DEVICES is inherited, or
+    `visible` for every rank. `hosts` (from fake_host_names) names every rank's fake host: the rank then
+    gets MSCCLPP_NCCL_HOST_ID and its place in that host as its local rank, replacing any inherited
+    MSCCLPP_NCCL_HOST_ID."""
     if hosts is not None and len(hosts) != nranks:
         raise ValueError(f"{len(hosts)} fake hosts given for {nranks} ranks")
     env = dict(base)
+    local_rank, local_size, group_rank = rank, nranks, 0
+    if hosts is not None:
+        host = hosts[rank]
+        # Local ranks count in rank order, as the library numbers a host's ranks; hosts in order of
+        # their lowest rank.
+        local_rank = sum(1 for h in hosts[:rank] if h == host)
+        local_size = sum(1 for h in hosts if h == host)
+        group_rank = list(dict.fromkeys(hosts)).index(host)
+        env["MSCCLPP_NCCL_HOST_ID"] = FAKE_HOST_PREFIX + host
     env.update(
         {
             "MSCCLPP_NCCL_RANK": str(rank),
             "MSCCLPP_NCCL_WORLD_SIZE": str(nranks),
-            # Every rank runs on this host, so the local rank is the rank.
-            "MSCCLPP_NCCL_LOCAL_RANK": str(rank),
+            "MSCCLPP_NCCL_LOCAL_RANK": str(local_rank),
             "RANK": str(rank),
             "WORLD_SIZE": str(nranks),
-            "LOCAL_RANK": str(rank),
-            "LOCAL_WORLD_SIZE": str(nranks),
+            "LOCAL_RANK": str(local_rank),
+            "LOCAL_WORLD_SIZE": str(local_size),
+            "GROUP_RANK": str(group_rank),
             "MASTER_ADDR": "127.0.0.1",
             "MASTER_PORT": str(master_port),
         }
     )
-    if hosts is not None:
-        host = hosts[rank]
-        # Local ranks count in rank order, as the library numbers a host's ranks.
-        local_rank = str(sum(1 for h in hosts[:rank] if h == host))
-        env["MSCCLPP_NCCL_HOST_ID"] = FAKE_HOST_PREFIX + host
-        env["MSCCLPP_NCCL_LOCAL_RANK"] = env["LOCAL_RANK"] = local_rank
-        env["LOCAL_WORLD_SIZE"] = str(sum(1 for h in hosts if h == host))
     if unique_id is not None:
         env["MSCCLPP_NCCL_UNIQUE_ID"] = unique_id
-    if gpu is not None:
-        # Each rank sees exactly its GPU, as device 0.
-        env["CUDA_VISIBLE_DEVICES"] = gpu
+    if visible is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible
+    if device is not None:
+        env[DEVICE_ENV] = str(device)
+    else:
+        env.pop(DEVICE_ENV, None)  # an inherited one would name another launch's device
     env.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast can take shared GPUs out of service
     env.setdefault("PYTHONUNBUFFERED", "1")  # so that a rank's lines show up as they are printed
     if mps_env:
         env.update(mps_env)
     return env
+
+
+def assign_devices(nranks: int, ngpus: int, mode: str = "blocked") -> list[int | None]:
+    """The device index of each rank among ngpus visible GPUs (assign_gpus's rule); None without GPUs."""
+    return [None if g is None else int(g) for g in assign_gpus(nranks, [str(i) for i in range(ngpus)], mode)]
+
+
+def sharing_refusal(nranks: int, ngpus: int) -> str | None:
+    """Why N ranks cannot run one per GPU, for a launch that did not ask to share GPUs; None when they can."""
+    if ngpus == 0 or nranks <= ngpus:
+        return None
+    return (
+        f"{nranks} ranks but {ngpus} GPU(s) visible: ranks would share GPUs. Pass --mps (ranks share GPUs"
+        " under MPS) or --share-gpus (without MPS); each rank then finds its device index in"
+        f" {DEVICE_ENV}, not in LOCAL_RANK"
+    )
 
 
 # --- MPS ---------------------------------------------------------------------------------------------
@@ -320,24 +353,32 @@ def launch(
     env: dict[str, str] | None = None,
     output: OutputSink | None = None,
     fake_hosts: str | None = None,
+    share: bool | None = None,
 ) -> int:
     """Runs the ranks to the end; returns 0, the first failing rank's exit code, or 124 on timeout.
 
     The ranks' lines go to this process's stdout and stderr as they come, or to output where given.
-    fake_hosts is a --fake-hosts SPEC (fake_host_names); it overrides an inherited MSCCLPP_NCCL_HOST_ID."""
+    gpus replaces CUDA_VISIBLE_DEVICES for every rank. More ranks than GPUs need share (None: as mps
+    says): ValueError otherwise. fake_hosts is a --fake-hosts SPEC (fake_host_names); it overrides an
+    inherited MSCCLPP_NCCL_HOST_ID."""
     if nranks < 1:
         raise ValueError("nranks must be at least 1")
     if not cmd:
         raise ValueError("no command to run")
-    # Checked before anything starts, so that a bad spec costs no MPS daemon or unique id.
-    hosts = fake_host_names(fake_hosts, nranks) if fake_hosts is not None else None
-    if hosts is not None:
-        print(f"[launcher] fake hosts: {_describe_hosts(hosts)}", file=sys.stderr, flush=True)
     base = dict(os.environ if env is None else env)
     check_command(cmd, base)
+    # Checked before anything starts, so that a bad spec costs no MPS daemon or unique id.
+    hosts = fake_host_names(fake_hosts, nranks) if fake_hosts is not None else None
+    visible = ",".join(gpus) if gpus is not None else None
     gpu_list = list(gpus) if gpus is not None else visible_gpus(base)
-    placement = assign_gpus(nranks, gpu_list, assign)
     shared = len(gpu_list) > 0 and nranks > len(gpu_list)
+    if not (mps if share is None else share):
+        refusal = sharing_refusal(nranks, len(gpu_list))
+        if refusal:
+            raise ValueError(refusal)
+    if hosts is not None:
+        print(f"[launcher] fake hosts: {_describe_hosts(hosts)}", file=sys.stderr, flush=True)
+    devices = assign_devices(nranks, len(gpu_list), assign)
     uid = make_unique_id() if unique_id else None
     port = free_port()
 
@@ -345,14 +386,12 @@ def launch(
         mps_env: dict[str, str] | None = None
         if mps and shared:
             mps_env = stack.enter_context(mps_daemon(base))
-            # An MPS daemon remaps indices to the devices it sees; UUIDs are unambiguous.
-            uuids = gpu_uuids()
-            placement = [uuids.get(g, g) if g is not None else None for g in placement]
         elif mps:
             print("[launcher] --mps: no GPU is shared by several ranks; not using MPS", file=sys.stderr)
-        rc = _run_ranks(
-            nranks, cmd, placement, uid, port, mps_env, base, timeout, prefix, grace, output, hosts
-        )
+        envs = [
+            rank_env(base, r, nranks, devices[r], uid, port, mps_env, hosts, visible) for r in range(nranks)
+        ]
+        rc = _run_ranks(cmd, envs, timeout, prefix, grace, output)
     return rc
 
 
@@ -365,19 +404,14 @@ def _describe_hosts(hosts: Sequence[str]) -> str:
 
 
 def _run_ranks(
-    nranks: int,
     cmd: Sequence[str],
-    placement: list[str | None],
-    uid: str | None,
-    port: int,
-    mps_env: dict[str, str] | None,
-    base: dict[str, str],
+    envs: list[dict[str, str]],
     timeout: float | None,
     prefix: bool,
     grace: float,
     output: OutputSink | None,
-    hosts: Sequence[str] | None,
 ) -> int:
+    nranks = len(envs)
     lock = threading.Lock()
     procs: list[subprocess.Popen[bytes]] = []
     pumps: list[threading.Thread] = []
@@ -390,7 +424,7 @@ def _run_ranks(
             try:
                 p = subprocess.Popen(
                     list(cmd),
-                    env=rank_env(base, rank, nranks, placement[rank], uid, port, mps_env, hosts),
+                    env=envs[rank],
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
@@ -469,13 +503,36 @@ def seconds(text: str) -> float:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m mscclpp_nccl.run",
-        description="Run N ranks of a command on this host, one GPU each (shared when N exceeds them).",
+        description="Run N ranks of a command on this host, with torchrun's variables: rank r uses device"
+        " LOCAL_RANK of CUDA_VISIBLE_DEVICES, which is left as given. More ranks than GPUs need --mps or"
+        " --share-gpus; each rank's device index is then MSCCLPP_NCCL_DEVICE (set for every rank).",
+        epilog="exit codes: 0 every rank succeeded; else the first failing rank's code, 124 on timeout,"
+        " 126/127 when the command cannot run, 2 for a mistake on this command line, 130 when interrupted",
     )
     parser.add_argument("-n", "--nranks", type=int, required=True, help="number of ranks")
-    parser.add_argument("--mps", action="store_true", help="run under MPS when ranks share a GPU")
+    parser.add_argument(
+        "--mps",
+        action="store_true",
+        help="let ranks share GPUs, under MPS (a private daemon, or the one CUDA_MPS_PIPE_DIRECTORY names)",
+    )
+    parser.add_argument(
+        "--share-gpus",
+        action="store_true",
+        help="let ranks share GPUs without MPS (time-sliced: slow, for functional runs)",
+    )
     parser.add_argument("--timeout", type=seconds, default=None, help="kill every rank after SECONDS")
-    parser.add_argument("--gpus", default=None, help="comma-separated GPUs to use (default: all visible)")
-    parser.add_argument("--assign", choices=["blocked", "round-robin"], default="blocked")
+    parser.add_argument(
+        "--gpus",
+        default=None,
+        help="comma-separated GPUs (indices or UUIDs) to use: the ranks' CUDA_VISIBLE_DEVICES (default: as"
+        " inherited)",
+    )
+    parser.add_argument(
+        "--assign",
+        choices=["blocked", "round-robin"],
+        default="blocked",
+        help="how shared GPUs are dealt: consecutive ranks on one GPU (blocked, the default) or in turn",
+    )
     parser.add_argument("--no-prefix", action="store_true", help="do not prefix output lines with [rank]")
     parser.add_argument(
         "--grace",
@@ -511,6 +568,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             prefix=not args.no_prefix,
             grace=args.grace,
             fake_hosts=args.fake_hosts,
+            share=args.mps or args.share_gpus,
         ),
     )
 

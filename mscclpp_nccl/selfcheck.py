@@ -272,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cmd += ["--warmup", str(args.warmup), "--iters", str(args.iters)]
     return guarded(
         "selfcheck",
-        lambda: launch(args.nranks, cmd, mps=shared and not args.no_mps, timeout=args.timeout),
+        lambda: launch(args.nranks, cmd, mps=shared and not args.no_mps, share=True, timeout=args.timeout),
     )
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from mscclpp_nccl.gpus import local_device
 from mscclpp_nccl.run import assign_gpus, fake_host_names, rank_env, visible_gpus
 
 KEYS = [
@@ -22,6 +23,8 @@ KEYS = [
     "WORLD_SIZE",
     "LOCAL_RANK",
     "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "MSCCLPP_NCCL_DEVICE",
     "MSCCLPP_NCCL_HOST_ID",
     "MASTER_ADDR",
     "MASTER_PORT",
@@ -53,17 +56,21 @@ def rank_envs(stdout: str) -> dict[int, dict[str, str | None]]:
     return out
 
 
-def test_env_per_rank_blocked_on_fake_gpus() -> None:
-    r = launch("-n", "4", "--gpus", "0,1", "--", sys.executable, "-c", PRINT_ENV)
+def test_env_as_torchrun_sets_it() -> None:
+    """One rank per GPU: CUDA_VISIBLE_DEVICES as the user gave it, and LOCAL_RANK is the device index, so
+    that `torch.cuda.set_device(LOCAL_RANK)` works on every rank."""
+    r = launch("-n", "2", "--", sys.executable, "-c", PRINT_ENV, env={"CUDA_VISIBLE_DEVICES": "0,1"})
     assert r.returncode == 0, r.stderr
     envs = rank_envs(r.stdout)
-    assert sorted(envs) == [0, 1, 2, 3]
-    assert [envs[i]["CUDA_VISIBLE_DEVICES"] for i in range(4)] == ["0", "0", "1", "1"]
+    assert sorted(envs) == [0, 1]
     for i, e in envs.items():
+        assert e["CUDA_VISIBLE_DEVICES"] == "0,1"
         assert (
-            e["MSCCLPP_NCCL_RANK"] == e["RANK"] == e["LOCAL_RANK"] == e["MSCCLPP_NCCL_LOCAL_RANK"] == str(i)
+            e["RANK"] == e["LOCAL_RANK"] == e["MSCCLPP_NCCL_RANK"] == e["MSCCLPP_NCCL_LOCAL_RANK"] == str(i)
         )
-        assert e["MSCCLPP_NCCL_WORLD_SIZE"] == e["WORLD_SIZE"] == "4"
+        assert e["MSCCLPP_NCCL_DEVICE"] == str(i)
+        assert e["WORLD_SIZE"] == e["LOCAL_WORLD_SIZE"] == e["MSCCLPP_NCCL_WORLD_SIZE"] == "2"
+        assert e["GROUP_RANK"] == "0"
         assert e["MASTER_ADDR"] == "127.0.0.1"
         assert e["NCCL_NVLS_ENABLE"] == "0"
     assert len({e["MASTER_PORT"] for e in envs.values()}) == 1
@@ -74,15 +81,61 @@ def test_env_per_rank_blocked_on_fake_gpus() -> None:
         assert len(bytes.fromhex(uid)) == 128
 
 
+def test_sharing_gpus_is_refused_unless_asked() -> None:
+    r = launch("-n", "3", "--", sys.executable, "-c", "print('ran')", env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    assert r.returncode == 2
+    assert "3 ranks but 2 GPU(s) visible" in r.stderr and "--mps" in r.stderr and "--share-gpus" in r.stderr
+    assert "ran" not in r.stdout
+
+
+def test_shared_gpus_blocked_on_fake_gpus() -> None:
+    """--gpus sets every rank's CUDA_VISIBLE_DEVICES; sharing ranks find their device in
+    MSCCLPP_NCCL_DEVICE, consecutive ranks on one GPU."""
+    r = launch("-n", "4", "--share-gpus", "--gpus", "0,1", "--", sys.executable, "-c", PRINT_ENV)
+    assert r.returncode == 0, r.stderr
+    envs = rank_envs(r.stdout)
+    assert sorted(envs) == [0, 1, 2, 3]
+    assert all(e["CUDA_VISIBLE_DEVICES"] == "0,1" for e in envs.values())
+    assert [envs[i]["MSCCLPP_NCCL_DEVICE"] for i in range(4)] == ["0", "0", "1", "1"]
+    assert [envs[i]["LOCAL_RANK"] for i in range(4)] == ["0", "1", "2", "3"]  # torchrun's, not a device
+
+
 def test_round_robin_and_inherited_visible_devices() -> None:
     r = launch(
-        "-n", "3", "--assign", "round-robin", "--", sys.executable, "-c", PRINT_ENV,
-        env={"CUDA_VISIBLE_DEVICES": "3,5", "NCCL_NVLS_ENABLE": "1"},
+        "-n", "3", "--share-gpus", "--assign", "round-robin", "--", sys.executable, "-c", PRINT_ENV,
+        env={"CUDA_VISIBLE_DEVICES": "3,5", "NCCL_NVLS_ENABLE": "1", "MSCCLPP_NCCL_DEVICE": "7"},
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     envs = rank_envs(r.stdout)
-    assert [envs[i]["CUDA_VISIBLE_DEVICES"] for i in range(3)] == ["3", "5", "3"]
+    assert all(e["CUDA_VISIBLE_DEVICES"] == "3,5" for e in envs.values())
+    assert [envs[i]["MSCCLPP_NCCL_DEVICE"] for i in range(3)] == ["0", "1", "0"]
     assert all(e["NCCL_NVLS_ENABLE"] == "1" for e in envs.values())  # a caller's setting is kept
+
+
+def test_without_gpus_no_device_is_named() -> None:
+    r = launch(
+        "-n",
+        "2",
+        "--",
+        sys.executable,
+        "-c",
+        PRINT_ENV,
+        env={"CUDA_VISIBLE_DEVICES": "", "MSCCLPP_NCCL_DEVICE": "3"},
+    )
+    assert r.returncode == 0, r.stderr
+    envs = rank_envs(r.stdout)
+    assert all(e["MSCCLPP_NCCL_DEVICE"] is None and e["CUDA_VISIBLE_DEVICES"] == "" for e in envs.values())
+
+
+def test_local_device_rule() -> None:
+    assert local_device(env={"MSCCLPP_NCCL_DEVICE": "2", "LOCAL_RANK": "5"}) == 2
+    assert local_device(8, env={"LOCAL_RANK": "5"}) == 5
+    assert local_device(4, env={"LOCAL_RANK": "5"}) == 1
+    assert local_device(2, env={"OMPI_COMM_WORLD_LOCAL_RANK": "3"}) == 1
+    assert local_device(2, env={"MPI_LOCALRANKID": "2"}) == 0
+    assert local_device(None, env={}) == 0
+    with pytest.raises(ValueError, match="not a device index"):
+        local_device(env={"MSCCLPP_NCCL_DEVICE": "x"})
 
 
 def test_assign_gpus() -> None:
@@ -167,11 +220,11 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("n", [1, 8])
 def test_many_and_single_ranks(n: int) -> None:
-    r = launch("-n", str(n), "--gpus", "0", "--", sys.executable, "-c", PRINT_ENV)
+    r = launch("-n", str(n), "--share-gpus", "--gpus", "0", "--", sys.executable, "-c", PRINT_ENV)
     assert r.returncode == 0, r.stderr
     envs = rank_envs(r.stdout)
     assert sorted(envs) == list(range(n))
-    assert all(e["CUDA_VISIBLE_DEVICES"] == "0" for e in envs.values())
+    assert all(e["CUDA_VISIBLE_DEVICES"] == "0" and e["MSCCLPP_NCCL_DEVICE"] == "0" for e in envs.values())
 
 
 def test_fake_host_count_splits_consecutive_ranks_like_blocked_gpus() -> None:
@@ -221,9 +274,11 @@ def test_rank_env_with_interleaved_fake_hosts() -> None:
 
 def test_rank_env_with_uneven_fake_hosts() -> None:
     hosts = fake_host_names("2", 3)
-    envs = [rank_env({}, r, 3, "0", None, 1234, hosts=hosts) for r in range(3)]
+    envs = [rank_env({}, r, 3, 0, None, 1234, hosts=hosts) for r in range(3)]
     assert [e["MSCCLPP_NCCL_HOST_ID"] for e in envs] == ["fake-host-0", "fake-host-0", "fake-host-1"]
     assert [(e["LOCAL_RANK"], e["LOCAL_WORLD_SIZE"]) for e in envs] == [("0", "2"), ("1", "2"), ("0", "1")]
+    assert [e["GROUP_RANK"] for e in envs] == ["0", "0", "1"]
+    assert all(e["MSCCLPP_NCCL_DEVICE"] == "0" for e in envs)
 
 
 def test_rank_env_without_fake_hosts_keeps_an_inherited_host_id() -> None:
@@ -240,7 +295,7 @@ def test_rank_env_rejects_a_host_list_of_the_wrong_length() -> None:
 
 def test_fake_hosts_end_to_end() -> None:
     r = launch(
-        "--fake-hosts", "2", "-n", "4", "--gpus", "0", "--", sys.executable, "-c", PRINT_ENV,
+        "--fake-hosts", "2", "-n", "4", "--share-gpus", "--gpus", "0", "--", sys.executable, "-c", PRINT_ENV,
         env={"MSCCLPP_NCCL_HOST_ID": "inherited"},
     )  # fmt: skip
     assert r.returncode == 0, r.stderr

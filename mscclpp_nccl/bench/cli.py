@@ -80,6 +80,14 @@ def run_bench(opts: Options, argv: list[str]) -> int:
         return guarded(
             PROG,
             lambda: launch(
-                nranks, cmd, mps=mps, timeout=timeout, prefix=False, unique_id=False, env=env, output=output
+                nranks,
+                cmd,
+                mps=mps,
+                share=True,  # the rank count was asked for
+                timeout=timeout,
+                prefix=False,
+                unique_id=False,
+                env=env,
+                output=output,
             ),
         )

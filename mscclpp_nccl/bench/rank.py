@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..gpus import local_device
 from .collectives import DType, Layout
 from .data import input_for
 from .hostgroup import HostGroup
@@ -76,8 +77,8 @@ class Rank:
         if self.ext is None:
             with contextlib.suppress(OSError):
                 self.ext_ffi, self.ext = _load_ext(nccl.path)
-        ndev = cp.cuda.runtime.getDeviceCount()
-        self.device = self.rank % ndev if ndev > 1 else 0
+        # The launcher's MSCCLPP_NCCL_DEVICE, else the local rank over the GPUs (gpus.local_device).
+        self.device = local_device(cp.cuda.runtime.getDeviceCount())
         cp.cuda.Device(self.device).use()
         # Every copy, fill, collective and capture of this rank is ordered on this one stream.
         self.stream = cp.cuda.Stream(non_blocking=True)

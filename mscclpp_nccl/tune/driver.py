@@ -49,7 +49,15 @@ def _launch_workers(
         env = view.rank_env(env)
         timeout, output = cfg.run_timeout, view.output
         return launch(
-            nranks, cmd, mps=mps, timeout=timeout, prefix=False, unique_id=False, env=env, output=output
+            nranks,
+            cmd,
+            mps=mps,
+            share=True,  # the rank count was asked for
+            timeout=timeout,
+            prefix=False,
+            unique_id=False,
+            env=env,
+            output=output,
         )
 
 

@@ -1,9 +1,9 @@
 """What the application workers in tests/apps/ share: the command line, the rank's context, the steps
 every run has (init, library, destroy), a tiny transformer, deterministic data and comparisons.
 
-Each worker is one rank of a real PyTorch program (backend "nccl" on cuda:0; ranks share the GPU). It
-trains or runs a model the distributed way and, on every rank, the same model on one device without any
-communication, and compares the two. Run N of them through the launcher:
+Each worker is one rank of a real PyTorch program (backend "nccl" on the launcher's device for it;
+ranks share the GPU). It trains or runs a model the distributed way and, on every rank, the same model
+on one device without any communication, and compares the two. Run N of them through the launcher:
 
     python -m mscclpp_nccl.run -n 4 --mps --timeout 150 -- \\
         env LD_PRELOAD=$PWD/mscclpp_nccl/lib/libnccl.so.2 python tests/apps/ddp_worker.py --library
@@ -73,7 +73,8 @@ def step_init() -> str:
             "gloo", init_method=master, rank=ctx.rank, world_size=ctx.size, timeout=timeout
         )
     else:
-        ctx.device = torch.device("cuda", 0)  # every rank: the ranks share one GPU (or see one each)
+        # The launcher's device for this rank: LOCAL_RANK, or a shared GPU's index under --mps.
+        ctx.device = torch.device("cuda", common.device_index())
         torch.cuda.set_device(ctx.device)
         dist.init_process_group(
             "nccl",

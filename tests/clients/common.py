@@ -270,6 +270,14 @@ def world() -> tuple[int, int]:
     return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 
 
+def device_index() -> int:
+    """The CUDA device this rank uses: the launcher's MSCCLPP_NCCL_DEVICE (LOCAL_RANK unless ranks share
+    GPUs), as mscclpp_nccl.local_device reads it."""
+    from mscclpp_nccl.gpus import local_device
+
+    return local_device()
+
+
 def parse_args(
     items: Sequence[str], description: str, argv: Sequence[str] | None = None
 ) -> argparse.Namespace:

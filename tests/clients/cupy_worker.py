@@ -139,7 +139,7 @@ def step_init() -> str:
     ctx.rank, ctx.size = common.world()
     if not nccl.available:
         raise AssertionError("cupy.cuda.nccl is not available (CuPy found no libnccl.so.2)")
-    cp.cuda.Device(0).use()
+    cp.cuda.Device(common.device_index()).use()
     ctx.stream = cp.cuda.Stream(non_blocking=True)
     uid = os.environ.get("MSCCLPP_NCCL_UNIQUE_ID")
     if not uid:

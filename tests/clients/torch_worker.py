@@ -24,7 +24,7 @@ import common
 import torch
 import torch.distributed as dist
 
-DEV = torch.device("cuda", 0)
+DEV = torch.device("cuda", common.device_index())  # the launcher's device for this rank
 POISON = 1234  # outside every pattern below, so an element never written is always caught
 COUNTS = (1, 7, 4099, 1 << 20)
 
@@ -94,7 +94,7 @@ def name(dtype: torch.dtype) -> str:
 
 def step_init() -> str:
     ctx.rank, ctx.size = common.world()
-    torch.cuda.set_device(0)
+    torch.cuda.set_device(DEV)
     dist.init_process_group(
         backend="nccl",
         init_method="env://",

@@ -20,6 +20,7 @@ import reference as ref
 
 from mscclpp_nccl.binding import Nccl, dtype_code, ffi
 from mscclpp_nccl.communicator import Communicator, world_from_env
+from mscclpp_nccl.gpus import local_device
 
 SEED = 20261129
 MATRIX_COUNTS = [0, 1, 7, 1023, 32771, 300007]
@@ -28,7 +29,7 @@ MATRIX_COUNTS = [0, 1, 7, 1023, 32771, 300007]
 class Rank:
     def __init__(self) -> None:
         self.rank, self.size, uid = world_from_env()
-        self.comm = Communicator(self.size, self.rank, uid, device=0)
+        self.comm = Communicator(self.size, self.rank, uid, device=local_device())
         self.nccl = Nccl.load()
         # Every copy, fill and collective of this rank runs on this one stream, in order.
         self.stream = cp.cuda.Stream(non_blocking=True)

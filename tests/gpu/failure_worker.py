@@ -36,6 +36,7 @@ import cupy as cp
 
 from mscclpp_nccl.binding import NcclError, ffi
 from mscclpp_nccl.communicator import Communicator, world_from_env
+from mscclpp_nccl.gpus import local_device
 
 REMOTE_ERROR = 6
 CHILD_FLAG = "MSCCLPP_NCCL_FAILURE_CHILD"
@@ -89,7 +90,7 @@ def init_victim(variant: str, shared: Path, rank: int, size: int, uid: str) -> N
     if variant == "before":
         die(shared)
     cp.zeros(1)  # the CUDA context first, so that the others are well inside init when this one dies
-    threading.Thread(target=lambda: Communicator(size, rank, uid, device=0), daemon=True).start()
+    threading.Thread(target=lambda: Communicator(size, rank, uid, device=local_device()), daemon=True).start()
     time.sleep(0.2)
     die(shared)
 
@@ -99,7 +100,7 @@ def init_survivor(variant: str, shared: Path, rank: int, size: int, uid: str) ->
     victim = size - 1
     start = time.monotonic()
     try:
-        comm = Communicator(size, rank, uid, device=0)
+        comm = Communicator(size, rank, uid, device=local_device())
     except NcclError as e:
         took = time.monotonic() - start
         print(f"RESULT init_failed_after_ms={took * 1e3:.0f} error={e}", flush=True)
@@ -138,7 +139,7 @@ def wait_remote_error(comm: Communicator, shared: Path, victim: int) -> float:
 
 def collective_rank(variant: str, shared: Path, rank: int, size: int, uid: str) -> None:
     victim = size - 1
-    comm = Communicator(size, rank, uid, device=0)
+    comm = Communicator(size, rank, uid, device=local_device())
     stream = cp.cuda.Stream(non_blocking=True)
     data = cp.ones(COUNT, dtype=cp.float32)
     comm.all_reduce(data, stream=stream)
@@ -199,7 +200,7 @@ def blocked_call(variant: str, comm: Communicator) -> None:
 
 
 def blocked_rank(variant: str, shared: Path, rank: int, size: int, uid: str) -> None:
-    comm = Communicator(size, rank, uid, device=0)
+    comm = Communicator(size, rank, uid, device=local_device())
     comm.barrier()
     if rank == size - 1:
         wait_for([shared / f"aborted.{r}" for r in range(size - 1)])

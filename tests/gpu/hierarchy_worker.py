@@ -23,6 +23,7 @@ from allreduce_worker import Rank
 
 from mscclpp_nccl.binding import ffi, new_config
 from mscclpp_nccl.communicator import Communicator, world_from_env
+from mscclpp_nccl.gpus import local_device
 
 IN_PROGRESS = 7  # ncclInProgress
 
@@ -44,7 +45,7 @@ def sum_check(comm: Communicator, stream: cp.cuda.Stream, count: int) -> None:
 def scenario_refused() -> None:
     rank, size, uid = world_from_env()
     try:
-        Communicator(size, rank, uid, device=0)
+        Communicator(size, rank, uid, device=local_device())
     except Exception as e:  # the binding raises on a failed init
         text = str(e)
         assert "host" in text, f"the init error does not say why: {text}"

@@ -47,6 +47,7 @@ import reference as ref
 
 from mscclpp_nccl.binding import RESULT_NAMES, Nccl, dtype_code, ffi, op_code
 from mscclpp_nccl.communicator import Communicator, world_from_env
+from mscclpp_nccl.gpus import local_device
 
 if TYPE_CHECKING:  # CuPy is imported when the GPU run starts, so the schedule imports without it
     import cupy as cp
@@ -357,7 +358,7 @@ class Stress:
         self.rank, self.size, uid = world_from_env()
         self.watchdog = Watchdog(self.rank, args.stall)
         self.watchdog.beat("initialising the world communicator")
-        self.world = Communicator(self.size, self.rank, uid, device=0)
+        self.world = Communicator(self.size, self.rank, uid, device=local_device())
         self.nccl = Nccl.load()
         self.dtypes = supported_dtypes()
         self.comms: list[Communicator] = []

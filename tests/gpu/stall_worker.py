@@ -17,6 +17,7 @@ import cupy as cp
 import numpy as np
 
 from mscclpp_nccl.communicator import Communicator, world_from_env
+from mscclpp_nccl.gpus import local_device
 
 COUNT = 4096
 WARMUP_CALLS = 3
@@ -25,7 +26,7 @@ WARMUP_CALLS = 3
 def main() -> None:
     late_seconds = float(sys.argv[1])
     rank, size, uid = world_from_env()
-    comm = Communicator(size, rank, uid, device=0)
+    comm = Communicator(size, rank, uid, device=local_device())
     data = cp.empty(COUNT, dtype=cp.float32)
     for call in range(WARMUP_CALLS + 1):
         if call == WARMUP_CALLS:
