@@ -124,8 +124,8 @@ def test_rank_killed_mid_collective_over_fake_hosts(ending: str, route: str, tmp
     abort or destroy ends stock's waiting kernels and ours.
 
     Over stock's network transport, stock's own ncclCommAbort takes about 5.5 s on two of the three
-    survivors (run C of perf/results/2026-12-01-h200-fake-hosts-net, all-stock and default alike), so
-    the limits allow stock that; and only 32 calls are queued, because stock's enqueue waits for a free
+    survivors (4 ranks as 2 fake hosts of 2 on one H200, all-stock and default alike), so the limits
+    allow stock that; and only 32 calls are queued, because stock's enqueue waits for a free
     slot of its proxy's bounded queue, which the dead peer never frees."""
     wait_for_device()
     env = {"MSCCLPP_NCCL_WAIT_TIMEOUT": "0", "FAILURE_EXTRA_S": "8", "FAILURE_QUEUED_CALLS": "32"}

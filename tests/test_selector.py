@@ -226,9 +226,9 @@ def test_shipped_table_is_read(driver: Path) -> None:
 
 
 def test_shipped_table_at_8_ranks(driver: Path) -> None:
-    """At 8 ranks on one H200 the packet exchange beats the chunked one up to these ranges
-    (perf/experiments/table_8_ranks: gather and scatter 1 MB 27-35%, broadcast 256 KB and all_gather
-    4 MB 14-16%); past them the chunked one takes over."""
+    """At 8 ranks on one H200 the packet exchange beats the chunked one up to these ranges (gather and
+    scatter 1 MB by 27-35%, broadcast 256 KB and all_gather 4 MB by 14-16%); past them the chunked one
+    takes over."""
     queries = ["gather 2 131072", "scatter 2 131072", "broadcast 2 262144", "all_gather 2 524288"]
     queries += ["gather 2 131073", "scatter 2 131073", "broadcast 2 262145", "all_gather 2 524289"]
     got = choose(driver, COMMS[8], queries, str(SHIPPED))
@@ -237,12 +237,10 @@ def test_shipped_table_at_8_ranks(driver: Path) -> None:
 
 
 def test_shipped_table_reduce_at_8_ranks(driver: Path) -> None:
-    """At 8 ranks reduce takes the one-step packet exchange up to 256 KB (since the receive sweep of
-    perf/experiments/receive_sweep it beats the two-shot there: 10.1 / 13.1 us graph / eager on 16 blocks
-    against 11.3 / 14.6; perf/results/2026-12-03-h200-s20/run2/), the two-shot packet schedule to 1 MB
-    (the chunked exchange took 23.9 us in graphs at 1 MB against the two-shot's 19.3;
-    perf/results/2026-12-03-h200-s18/run4/), on the all-reduce's default grid: a block per 512
-    words of the segment each rank reduces."""
+    """At 8 ranks reduce takes the one-step packet exchange up to 256 KB (it beats the two-shot there on
+    one H200: 10.1 / 13.1 us graph / eager on 16 blocks against 11.3 / 14.6), the two-shot packet
+    schedule to 1 MB (the chunked exchange took 23.9 us in graphs at 1 MB against the two-shot's 19.3),
+    on the all-reduce's default grid: a block per 512 words of the segment each rank reduces."""
     queries = [
         "reduce 2 131072",
         "reduce 2 262144",
@@ -261,9 +259,8 @@ def test_shipped_table_reduce_at_8_ranks(driver: Path) -> None:
 
 
 def test_shipped_table_all_reduce_at_8_ranks(driver: Path) -> None:
-    """At 8 ranks all_reduce stays one-shot to 64 KB, on 16 blocks there (7.1 / 9.6 us graph / eager
-    against the two-shot's 11.1 / 14.5; perf/results/2026-12-03-h200-s20/run2/), then takes two-shot
-    packets."""
+    """At 8 ranks all_reduce stays one-shot to 64 KB, on 16 blocks there (7.1 / 9.6 us graph / eager on
+    one H200 against the two-shot's 11.1 / 14.5), then takes two-shot packets."""
     queries = ["all_reduce 2 32768", "all_reduce 2 65536", "all_reduce 2 65537", "all_reduce 2 2097152"]
     got = choose(driver, COMMS[8], queries, str(SHIPPED))
     assert [c.algorithm for c in got] == ["allreduce_one_shot_packet"] * 2 + ["allreduce_two_shot_packet"] * 2
@@ -272,9 +269,8 @@ def test_shipped_table_all_reduce_at_8_ranks(driver: Path) -> None:
 
 def test_shipped_table_alltoall_at_8_ranks(driver: Path) -> None:
     """At 8 ranks alltoall takes packets to 256 KB ranges, then the chunked exchange on its default grid
-    and chunk: at 512 KB ranges (4 MB buffers) 16 blocks of 32 KB chunks took 59.5 us in graphs where the
-    table's former 64 KB chunks took 73.9 and stock 82.8
-    (perf/results/2026-12-03-h200-s21/run5/)."""
+    and chunk: at 512 KB ranges (4 MB buffers) 16 blocks of 32 KB chunks took 59.5 us in graphs on one
+    H200 where 64 KB chunks took 73.9 and stock 82.8."""
     got = choose(driver, COMMS[8], ["alltoall 2 262144", "alltoall 2 524288"], str(SHIPPED))
     assert [c.algorithm for c in got] == ["exchange_packet", "exchange_chunked"], got
     assert got[1].blocks == min(16, COMMS[8].resident_blocks), got[1]
@@ -282,8 +278,8 @@ def test_shipped_table_alltoall_at_8_ranks(driver: Path) -> None:
 
 def test_shipped_table_rooted_at_4_ranks(driver: Path) -> None:
     """At 4 ranks broadcast stays on packets to 1 MB (9.4 us in graphs there against the chunked
-    exchange's 12.5) and reduce takes the two-shot packet schedule at 1 MB (10.2 against 12.0;
-    perf/results/2026-12-03-h200-s18/run1/); above, both go chunked."""
+    exchange's 12.5) and reduce takes the two-shot packet schedule at 1 MB (10.2 against 12.0, one
+    H200); above, both go chunked."""
     queries = ["broadcast 2 1048576", "broadcast 2 1048577", "reduce 2 524288", "reduce 2 1048576"]
     got = choose(driver, COMMS[4], [*queries, "reduce 2 1048577"], str(SHIPPED))
     assert [c.algorithm for c in got] == [
