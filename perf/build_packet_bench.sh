@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds perf/packet_kernel_bench.cu into OUTPUT against the kernels of SRC_ROOT (a folder holding native/,
-# such as an experiment's patched copy; default the repository root), the command the bench's header
-# documents. From the repository root:  bash perf/build_packet_bench.sh OUTPUT [SRC_ROOT]
+# such as a patched copy of the tree to compare with; default the repository root), the command the
+# bench's header documents. From the repository root:  bash perf/build_packet_bench.sh OUTPUT [SRC_ROOT]
 set -u
 out=${1:?usage: build_packet_bench.sh OUTPUT [SRC_ROOT]} src=${2:-.}
 exec nvcc -std=c++17 -O3 -I"$src" -I. --expt-relaxed-constexpr -arch=sm_90 -o "$out" perf/packet_kernel_bench.cu \

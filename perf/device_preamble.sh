@@ -1,6 +1,6 @@
-# Sourced at the top of a device run script (perf/results/*/runN.sh), from the repository root on the GPU
-# machine, after setting $logs (a folder for the run's logs, emptied first):
-#     logs=/tmp/runN_logs; source perf/device_preamble.sh
+# Sourced at the top of a script run on the GPU machine (kept outside the tree), from the repository root,
+# after setting $logs (a folder for the run's logs, emptied first):
+#     logs=/tmp/gpu_logs; source perf/device_preamble.sh
 # Prepares the machine (.devkit/device/prepare.sh: the carried wheels, NVLink multicast off, a private MPS
 # daemon), makes $logs and build/, and sets what every run uses: PYTHONPATH, bounded waits, the shipped
 # tuning table. unpack_stock puts stock NCCL 2.30.7 (carried in .devkit/stock-nccl) in $STOCK_LIB;

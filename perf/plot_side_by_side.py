@@ -3,7 +3,8 @@
 Usage: python perf/plot_side_by_side.py DIR OUTDIR
 DIR holds `ours_COLL_N.txt` and `stock_COLL_N.txt` (perf/side_by_side.sh writes them). Writes
 OUTDIR/side_by_side_N.svg: a panel per collective, the speed-up (stock time / ours) against the size on a
-log scale, eager (solid) and in graphs (dashed), with issue 13's 1.1x line. Plain SVG, no plotting library.
+log scale, eager (solid) and in graphs (dashed), with a line at the 1.1x target. Plain SVG, no plotting
+library.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""Speed-up over stock NCCL at 4 ranks, as issue 4's target counts it, from perf/nccl_timer outputs.
+"""Speed-up over stock NCCL at 4 ranks, geometric mean over fixed stock points, from perf/nccl_timer outputs.
 
 Usage: python perf/targets.py DIR    (DIR holds COLL_4.txt files, as perf/timer_set.sh writes them)
 
-The stock points are ../shared/DESIGN.md's (NCCL 2.30.7, 4 ranks sharing one H200 under MPS, eager,
-nccl-tests timing). Where DESIGN.md gives a range for the small sizes, every size in it is compared with
-the range's low end and, apart, its high end; our time at 16 MB is interpolated linearly between 8 and
-32 MB. Prints the geometric mean per collective and over all points, and the slowest point.
+The stock points (STOCK below) are NCCL 2.30.7's, 4 ranks sharing one H200 under MPS, eager, nccl-tests
+timing. Where they give a range for the small sizes, every size in it is compared with the range's low
+end and, apart, its high end; our time at 16 MB is interpolated linearly between 8 and 32 MB. Prints
+the geometric mean per collective and over all points, and the slowest point.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Times the set perf/README.md reports with perf/nccl_timer.cu (C, nccl-tests timing, eager and CUDA
+# Times the set perf/targets.py reads with perf/nccl_timer.cu (C, nccl-tests timing, eager and CUDA
 # graph), ranks sharing the GPU under MPS: every collective at 4 ranks, all_reduce at 2 and 8 ranks.
 # Usage: perf/timer_set.sh OUTDIR [LIBDIR]   (LIBDIR: the libnccl.so.2 to time; default: ours)
 # Then:  python perf/timer_summary.py OUTDIR

@@ -1,6 +1,6 @@
 """Prints a Markdown table of eager and graph time per size from perf/nccl_timer outputs.
 
-Usage: python perf/timer_summary.py perf/results/2026-11-29-h200-timer
+Usage: python perf/timer_summary.py DIR   (DIR holds the timer's outputs, e.g. perf/timer_set.sh's)
 Each file is one run's output (rank 0's lines are prefixed "[0]" by the launcher).
 """
 
