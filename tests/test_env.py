@@ -1,6 +1,6 @@
 """CPU test of how durations are read from the environment (native/common/env.cc, through
 tests/env_driver.cc): MSCCLPP_NCCL_WAIT_TIMEOUT becomes the kernels' nanoseconds without an undefined
-conversion, whatever the text (a negative value used to be converted to unsigned)."""
+conversion, whatever the text (a negative value must not wrap around to a huge unsigned one)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""CPU tests of the groundwork for communicators over several hosts (native/fallback/DESIGN.md), through
+"""CPU tests of the pieces of communicators over several hosts (native/fallback/DESIGN.md), through
 tests/hierarchy_driver.cc: the host layout (native/fallback/hierarchy.cc), the path each layout takes
 under MSCCLPP_NCCL_FALLBACK (fallback_mode.cc), the plans of hierarchical all_reduce, all_gather and
 reduce_scatter, and the MSCCLPP_NCCL_HOST_ID override that cuts one machine into fake hosts
-(native/transport/host_identity.cc). Nothing of this is wired into communicators yet.
+(native/transport/host_identity.cc).
 
 Plans are checked three ways: against a pure-Python model of the steps, for exact coverage of the buffer,
 and by running them on NumPy buffers (every group member must issue the same step) against the
@@ -75,7 +75,7 @@ def ids(hosts: list[int]) -> str:
     return " ".join(map(str, hosts))
 
 
-# The layout as the issue defines it, written independently of the C++.
+# The layout as native/fallback/DESIGN.md defines it, written independently of the C++.
 
 
 def host_groups(hosts: list[int]) -> list[list[int]]:
@@ -112,7 +112,7 @@ def test_layout_matches_the_model(driver: Path, hosts: list[int]) -> None:
 
 
 def test_layouts_written_out() -> None:
-    """The model itself, on the cases the issue names, so that model and driver cannot be wrong alike."""
+    """The model itself, on hand-worked cases, so that model and driver cannot be wrong alike."""
     assert host_groups(INTERLEAVED) == [[0, 2], [1, 3]]
     assert rails(host_groups(INTERLEAVED)) == [[0, 1], [2, 3]]
     assert rails(host_groups(TWO_BY_FOUR)) == [[0, 4], [1, 5], [2, 6], [3, 7]]
@@ -173,7 +173,7 @@ def test_path_for_each_mode_and_layout(driver: Path) -> None:
 
 
 def model_plan(hosts: list[int], rank: int, coll: str, count: int, elem: int, grain: int) -> list[str]:
-    """The driver's lines for `rank`, from the issue's description of each collective."""
+    """The driver's lines for `rank`, from the design note's description of each collective."""
     groups = host_groups(hosts)
     nranks, local_size = len(hosts), len(groups[0])
     mine = next(g for g in groups if rank in g).index(rank)
