@@ -1,6 +1,6 @@
 // How the thread blocks of one GPU are shared among the communicators of this process that use it, so
 // that every kernel that may be waiting for a peer can be resident at the same time (the progress rule,
-// README "Many communicators on one GPU").
+// README.md, "Progress with many communicators on one GPU").
 //
 // A kernel that waits for a peer holds its SMs until the peer's kernel of the same call runs. Different
 // ranks may reach calls of different communicators in different orders (NCCL allows it), so a rank can
