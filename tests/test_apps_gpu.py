@@ -31,6 +31,9 @@ assert _spec is not None and _spec.loader is not None
 common = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(common)
 
+# The workers are PyTorch programs; between launches, wait_for_device probes the GPU with CuPy.
+pytestmark = pytest.mark.requires("torch", "cupy")
+
 CONTROL_ENV = "MSCCLPP_NCCL_APPS_CONTROL"
 LAUNCH_TIMEOUT = 150.0  # the whole launch: a hang costs at most this (plus 30 s for the launcher's own end)
 STEP_TIMEOUT = 90.0  # each step in a worker

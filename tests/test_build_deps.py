@@ -4,23 +4,11 @@ the newest header of the tree."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def setup_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("mscclpp_nccl_setup", ROOT / "setup.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # not __main__: setup() does not run
-    return module
 
 
 def write(path: Path, text: str, mtime: float) -> Path:
@@ -42,36 +30,34 @@ def tree(tmp_path: Path) -> dict[str, Path]:
     return {"src": src, "a": a, "b": b, "other": other, "obj": obj}
 
 
-def test_listing_is_parsed(setup_module: ModuleType, tree: dict[str, Path]) -> None:
-    deps = setup_module._dependencies(tree["obj"].with_suffix(".d"))
+def test_listing_is_parsed(setup_py: ModuleType, tree: dict[str, Path]) -> None:
+    deps = setup_py._dependencies(tree["obj"].with_suffix(".d"))
     assert deps == [tree["src"], tree["a"], tree["b"]]
-    assert setup_module._dependencies(tree["obj"].with_suffix(".missing")) is None
+    assert setup_py._dependencies(tree["obj"].with_suffix(".missing")) is None
 
 
-def test_up_to_date_when_nothing_listed_changed(setup_module: ModuleType, tree: dict[str, Path]) -> None:
+def test_up_to_date_when_nothing_listed_changed(setup_py: ModuleType, tree: dict[str, Path]) -> None:
     os.utime(tree["other"], (200, 200))  # newer, but not included
-    assert not setup_module._stale(tree["src"], tree["obj"], newest_header=200)
+    assert not setup_py._stale(tree["src"], tree["obj"], newest_header=200)
 
 
 @pytest.mark.parametrize("changed", ["src", "a", "b"])
-def test_stale_when_a_listed_file_is_newer(
-    setup_module: ModuleType, tree: dict[str, Path], changed: str
-) -> None:
+def test_stale_when_a_listed_file_is_newer(setup_py: ModuleType, tree: dict[str, Path], changed: str) -> None:
     os.utime(tree[changed], (200, 200))
-    assert setup_module._stale(tree["src"], tree["obj"], newest_header=0)
+    assert setup_py._stale(tree["src"], tree["obj"], newest_header=0)
 
 
-def test_stale_when_a_listed_header_is_gone(setup_module: ModuleType, tree: dict[str, Path]) -> None:
+def test_stale_when_a_listed_header_is_gone(setup_py: ModuleType, tree: dict[str, Path]) -> None:
     tree["b"].unlink()
-    assert setup_module._stale(tree["src"], tree["obj"], newest_header=0)
+    assert setup_py._stale(tree["src"], tree["obj"], newest_header=0)
 
 
-def test_stale_without_object(setup_module: ModuleType, tree: dict[str, Path]) -> None:
+def test_stale_without_object(setup_py: ModuleType, tree: dict[str, Path]) -> None:
     tree["obj"].unlink()
-    assert setup_module._stale(tree["src"], tree["obj"], newest_header=0)
+    assert setup_py._stale(tree["src"], tree["obj"], newest_header=0)
 
 
-def test_unlisted_object_falls_back_to_newest_header(setup_module: ModuleType, tree: dict[str, Path]) -> None:
+def test_unlisted_object_falls_back_to_newest_header(setup_py: ModuleType, tree: dict[str, Path]) -> None:
     tree["obj"].with_suffix(".d").unlink()
-    assert not setup_module._stale(tree["src"], tree["obj"], newest_header=90)
-    assert setup_module._stale(tree["src"], tree["obj"], newest_header=200)
+    assert not setup_py._stale(tree["src"], tree["obj"], newest_header=90)
+    assert setup_py._stale(tree["src"], tree["obj"], newest_header=200)

@@ -37,6 +37,7 @@ def torch_missing() -> bool:
 
 
 @pytest.mark.gpu
+@pytest.mark.requires("torch")  # no CuPy: the ranks drive the GPU through PyTorch
 @pytest.mark.skipif(torch_missing(), reason="PyTorch is not installed")
 @pytest.mark.parametrize("nranks", [2, 4, 8])
 def test_torch_client(nranks: int, nccl_lib: Path) -> None:
