@@ -7,6 +7,8 @@
 #include <utility>
 
 #include "native/algorithms/kernel_preload.h"
+#include "native/algorithms/run_plan.h"
+#include "native/algorithms/send_recv.h"
 #include "native/bootstrap/sha256.h"
 #include "native/common/env.h"
 #include "native/common/logging.h"
@@ -357,27 +359,27 @@ Status Communicator::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
   AllReduceArgs call = args;
   call.ticket = order_.newWork();
   if (args.count == 0) return Status::kSuccess;
-  numberCall(Collective::kAllReduce, args.count * dataTypeSize(args.type));
+  const size_t bytes = args.count * dataTypeSize(args.type);
+  numberCall(Collective::kAllReduce, bytes);
   if (nranks_ == 1 && !args.op.scaling.preMultiply) {
     // A single rank's reduction is its input (Avg divides by one).
     if (args.recv != args.send)
-      MSCCLPP_CUDA_TRY(cudaMemcpyAsync(args.recv, args.send, args.count * dataTypeSize(args.type),
-                                       cudaMemcpyDeviceToDevice, stream));
+      MSCCLPP_CUDA_TRY(cudaMemcpyAsync(args.recv, args.send, bytes, cudaMemcpyDeviceToDevice, stream));
     return Status::kSuccess;
   }
-  const size_t bytes = args.count * dataTypeSize(args.type);
-  DirectBuffers direct;
-  const bool registered = findDirectBuffers(args.send, args.recv, bytes, &direct);
-  // Every rank reaches the same answer here (windows are collective, the rest is the call's shape).
-  const bool maps = !registered && selector_.mapsBuffers(Collective::kAllReduce, dataTypeSize(args.type),
-                                                         bytes, args.op.scaling.preMultiply);
+  DirectBuffers windows;
+  const bool inWindows = findDirectBuffers(args.send, args.recv, bytes, &windows);
+  // Every rank reaches the same plan (windows are collective, the rest is the call's shape).
+  const CallPlan plan = selector_.plan(
+      {Collective::kAllReduce, dataTypeSize(args.type), bytes, inWindows, args.op.scaling.preMultiply});
   bool capturing = false;
-  const MappedCall mapped =
-      maps ? describeBuffers(args.send, bytes, args.recv, bytes, call.ticket, &capturing) : MappedCall{};
+  const MappedCall mapped = plan.mapped
+                                ? describeBuffers(args.send, bytes, args.recv, bytes, call.ticket, &capturing)
+                                : MappedCall{};
   uint64_t published = 0;
-  MSCCLPP_TRY(runAllReduce(transports_, selector_, call, registered ? &direct : nullptr,
-                           maps ? &mapped : nullptr, stream, &published));
-  if (maps && !capturing) mapped_->markUsed(stream);
+  MSCCLPP_TRY(runAllReduce(transports_, plan, call, inWindows ? &windows : nullptr,
+                           plan.mapped ? &mapped : nullptr, stream, &published));
+  if (plan.mapped && !capturing) mapped_->markUsed(stream);
   order_.published(published);
   return Status::kSuccess;
 }
@@ -469,12 +471,12 @@ Status Communicator::exchange(const ExchangeArgs& args, cudaStream_t stream) {
   call.ticket = order_.newWork();
   if (args.rangeBytes == 0) return Status::kSuccess;
   numberCall(collective, args.rangeBytes);
-  // Every rank reaches the same answer here: it depends on the call's shape only.
-  const bool maps = selector_.mapsBuffers(collective, dataTypeSize(args.type), args.rangeBytes,
-                                          args.reduce && args.op.scaling.preMultiply);
+  // Every rank reaches the same plan: it depends on the call's shape only.
+  const CallPlan plan = selector_.plan({collective, dataTypeSize(args.type), args.rangeBytes, false,
+                                        args.reduce && args.op.scaling.preMultiply});
   bool capturing = false;
   MappedCall mapped{};
-  if (maps) {
+  if (plan.mapped) {
     // What the peers read or write of this rank's buffers (exchange.h: mappedFlow).
     const size_t srcBytes = args.srcStride * (nranks_ - 1) + args.rangeBytes;
     const size_t dstBytes = args.dstStride * (nranks_ - 1) + args.rangeBytes;
@@ -488,8 +490,8 @@ Status Communicator::exchange(const ExchangeArgs& args, cudaStream_t stream) {
       mapped.send.ready = 0;
   }
   uint64_t published = 0;
-  MSCCLPP_TRY(runExchange(transports_, selector_, call, maps ? &mapped : nullptr, stream, &published));
-  if (maps && !capturing) mapped_->markUsed(stream);
+  MSCCLPP_TRY(runExchange(transports_, plan, call, plan.mapped ? &mapped : nullptr, stream, &published));
+  if (plan.mapped && !capturing) mapped_->markUsed(stream);
   order_.published(published);
   return Status::kSuccess;
 }

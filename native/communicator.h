@@ -13,6 +13,7 @@
 #include "native/algorithms/allreduce.h"
 #include "native/algorithms/exchange.h"
 #include "native/algorithms/p2p.h"
+#include "native/algorithms/transports.h"
 #include "native/bootstrap/abort_link.h"
 #include "native/bootstrap/bootstrap.h"
 #include "native/common/status.h"

@@ -18,6 +18,10 @@
 //     call runs where some rank's buffers are not mapped yet.
 //     "mapped-shape BYTES SCRATCH_BLOCKS SCRATCH_THREADS" answers "mapped-shape BLOCKS THREADS EARLY": the
 //     grid of a mapped kernel moving BYTES whose fallback is a chunked grid of that shape.
+//     "plan COLLECTIVE ELEMENT_BYTES BYTES IN_WINDOWS PREMUL" answers "plan MAPPED SCRATCH_BLOCKS" and a
+//     choice row: the one plan a call gets (AlgorithmSelector::plan).
+//     "registry" answers a line "NAME SERVES_ALL_REDUCE SERVES_AN_EXCHANGE HAS_ALL_REDUCE_LAUNCH
+//     HAS_EXCHANGE_LAUNCH PUBLISHES PROTOCOL" per algorithm, then "end".
 //     "mapped-flow COLLECTIVE RANK ROOT" answers "mapped-flow SPREAD PUSH READS WRITES" (each 0 or 1): how
 //     the zero-copy exchange moves rank RANK's call as native/collective_plans.h plans it, and whether
 //     its peers read its source and write into its destination (exchange.h: mappedFlow).
@@ -29,11 +33,12 @@
 #include <vector>
 
 #include "native/algorithms/algorithm_selector.h"
+#include "native/algorithms/send_recv.h"
 #include "native/collective_plans.h"
 
 namespace mscclpp_nccl {
 
-// The kernels are not linked here; runAllReduce/runExchange refer to them, and must never reach these.
+// The kernels are not linked here; the registry refers to them, and nothing here may reach these.
 // The send/recv launchers record the transfers of each kernel instead, for sendrecv-plan queries.
 namespace {
 Status notLinked() { return Status::kInternalError; }
@@ -188,6 +193,28 @@ int main(int argc, char** argv) {
       printChoice(selector.mappedFallback(collective, elementBytes, bytes));
       continue;
     }
+    if (line == "registry") {
+      for (const mscclpp_nccl::Algorithm& a : mscclpp_nccl::algorithms())
+        printf("%s %d %d %d %d %d %d\n", a.name, a.serves(mscclpp_nccl::Collective::kAllReduce),
+               (a.collectives & ~1u & ~(1u << static_cast<int>(mscclpp_nccl::Collective::kSendRecv))) != 0,
+               a.launchAllReduce != nullptr, a.launchExchange != nullptr, a.publishesTicket,
+               static_cast<int>(a.protocol));
+      printf("end\n");
+      continue;
+    }
+    if (line.rfind("plan ", 0) == 0) {
+      int inWindows = 0, preMultiply = 0;
+      words >> name >> name >> elementBytes >> bytes >> inWindows >> preMultiply;
+      if (!mscclpp_nccl::collectiveFromName(name, &collective)) {
+        printf("BAD QUERY %s\n", line.c_str());
+        continue;
+      }
+      const mscclpp_nccl::CallPlan plan =
+          selector.plan({collective, elementBytes, bytes, inWindows != 0, preMultiply != 0});
+      printf("plan %d %d ", plan.mapped ? 1 : 0, plan.scratch.blocks);
+      printChoice({plan.algorithm, plan.shape, plan.source});
+      continue;
+    }
     if (line.rfind("maps ", 0) == 0) {
       int preMultiply = 0;
       words >> name >> name >> elementBytes >> bytes >> preMultiply;
@@ -195,7 +222,7 @@ int main(int argc, char** argv) {
         printf("BAD QUERY %s\n", line.c_str());
         continue;
       }
-      printf("maps %d\n", selector.mapsBuffers(collective, elementBytes, bytes, preMultiply != 0) ? 1 : 0);
+      printf("maps %d\n", selector.mapsBuffers(collective, bytes, preMultiply != 0) ? 1 : 0);
       continue;
     }
     if (!(words >> name >> elementBytes >> bytes) || !mscclpp_nccl::collectiveFromName(name, &collective)) {

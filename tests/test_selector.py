@@ -23,6 +23,8 @@ SOURCES = [
     "native/algorithms/tuning_table.cc",
     "native/algorithms/registry.cc",
     "native/algorithms/algorithm_selector.cc",
+    "native/algorithms/forced_algorithms.cc",
+    "native/algorithms/send_recv.cc",
     "native/collective_plans.cc",
     "native/transport/block_share.cc",
     "tests/selector_driver.cc",
@@ -198,6 +200,21 @@ def test_forced_numbers_past_int_are_refused(driver: Path) -> None:
     for algo in ("allreduce_one_shot_packet/4294967297", "allreduce_one_shot_packet/1/4294967328"):
         [choice] = choose(driver, comm, ["all_reduce 2 1024"], algo=f"all_reduce={algo}")
         assert choice.source != "forced", (algo, choice)
+
+
+def test_a_bad_forced_item_refuses_the_whole_setting(driver: Path) -> None:
+    """MSCCLPP_NCCL_ALGO is all or nothing: a good item before a bad one is not applied on its own (ranks
+    would then run what nobody asked for), nor is an item naming a collective that does not exist."""
+    comm = COMMS[4]
+    for algo in (
+        "all_reduce=allreduce_two_shot_chunked,no_such_algorithm",
+        "all_reduce=allreduce_two_shot_chunked,all_gather=allreduce_one_shot_packet",
+        "all_reduce=allreduce_two_shot_chunked,allgather=exchange_chunked",
+    ):
+        [choice] = choose(driver, comm, ["all_reduce 2 1024"], algo=algo)
+        assert (choice.algorithm, choice.source) == ("allreduce_one_shot_packet", "rules"), algo
+    [choice] = choose(driver, comm, ["all_reduce 2 1024"], algo="all_reduce=allreduce_two_shot_chunked")
+    assert (choice.algorithm, choice.source) == ("allreduce_two_shot_chunked", "forced")
 
 
 def test_no_lanes_means_no_chunked_algorithm(driver: Path) -> None:
@@ -555,3 +572,61 @@ def test_send_recv_ticket_marks_the_last_kernel(driver: Path, nranks: int, size:
             assert tickets[rank] == (-1, 0), (rank, tickets[rank])
         else:
             assert tickets[rank] == (max(kernels), 7), (rank, tickets[rank], kernels)
+
+
+def driver_lines(driver: Path, comm: Comm, text: str, table: str = NO_TABLE) -> list[str]:
+    env = driver_env()
+    env["MSCCLPP_NCCL_TUNING_FILE"] = table
+    proc = subprocess.run([str(driver), *comm.args()], input=text, capture_output=True, text=True, env=env)
+    assert proc.returncode == 0 and "runtime error" not in proc.stderr, proc.stderr
+    return proc.stdout.splitlines()
+
+
+@pytest.mark.parametrize("table", [NO_TABLE, str(SHIPPED)])
+def test_plan_is_the_parts_it_is_made_of(driver: Path, table: str) -> None:
+    """A call's one plan is the mapped path with its chunked fallback where the call maps, the window
+    zero-copy kernel where both buffers lie in windows (never for PreMulSum), and the choice otherwise."""
+    comm = COMMS[4]
+    calls = [
+        (c, size) for c in ("all_reduce", "all_gather", "reduce", "alltoall") for size in (1024, 2 << 20)
+    ]
+    calls += [("all_reduce", 64 << 20), ("broadcast", 8 << 20)]
+    for collective, size in calls:
+        for in_windows, premul in [(0, 0), (1, 0), (1, 1), (0, 1)]:
+            if in_windows and collective != "all_reduce":
+                continue  # only the all-reduce looks for windows
+            [line] = driver_lines(driver, comm, f"plan {collective} 2 {size} {in_windows} {premul}\n", table)
+            words = line.split()
+            mapped, scratch_blocks, row = words[1] == "1", int(words[2]), words[3:]
+            expect_mapped = (
+                not in_windows and maps(driver, comm, [f"{collective} 2 {size} {premul}"], table)[0]
+            )
+            assert mapped == expect_mapped, (collective, size, in_windows, premul)
+            if mapped:
+                [fallback] = choose(driver, comm, [f"mapped-fallback {collective} 2 {size}"], table)
+                assert row[0] == fallback.algorithm and scratch_blocks == fallback.blocks
+                moved = size if collective == "all_reduce" else size * comm.nranks
+                shape = driver_lines(
+                    driver, comm, f"mapped-shape {moved} {fallback.blocks} {fallback.threads}\n", table
+                )[0].split()
+                assert (int(row[1]), int(row[2])) == (int(shape[1]), int(shape[2]))
+            else:
+                registered = int(in_windows and not premul)
+                [chosen] = choose(driver, comm, [f"{collective} 2 {size} {registered}"], table)
+                assert row[0] == chosen.algorithm and int(row[1]) == chosen.blocks and row[4] == chosen.source
+    [line] = driver_lines(driver, comm, "plan all_reduce 2 33554432 1 0\n", table)
+    assert line.split()[3] == ZERO_COPY, "a large all-reduce in windows runs the window zero-copy kernel"
+
+
+def test_every_algorithm_launches_what_it_serves(driver: Path) -> None:
+    """Dispatch is a call through the registry: every algorithm that serves all_reduce or the exchanges
+    has that launcher, none has a launcher for what it does not serve, and exactly the packet kernels of
+    the collectives publish the call's ticket (send/recv runs its own passes)."""
+    lines = driver_lines(driver, COMMS[4], "registry\n")
+    assert lines[-1] == "end"
+    rows = [line.split() for line in lines[:-1]]
+    assert {r[0] for r in rows} >= {"allreduce_one_shot_packet", "exchange_chunked", "p2p_packet"}
+    for name, all_reduce, exchange, has_all_reduce, has_exchange, publishes, protocol in rows:
+        assert (all_reduce, exchange) == (has_all_reduce, has_exchange), name
+        packet_collective = protocol == "0" and (all_reduce == "1" or exchange == "1")
+        assert (publishes == "1") == (packet_collective or name == "p2p_packet"), name

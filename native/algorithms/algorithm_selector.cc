@@ -4,9 +4,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <atomic>
-#include <climits>
-#include <sstream>
 
 #include "native/common/env.h"
 #include "native/common/logging.h"
@@ -74,7 +71,8 @@ void AlgorithmSelector::init(const std::string& gpuName, int nranks, int ranksPe
   residentBlocks_ = std::max(1, residentBlocks);
 
   std::string forced = envString("MSCCLPP_NCCL_ALGO");
-  if (!forced.empty() && !parseForced(forced)) logWarn("ignoring MSCCLPP_NCCL_ALGO=%s", forced.c_str());
+  if (!forced.empty() && !parseForcedAlgorithms(forced, &forced_))
+    logWarn("ignoring MSCCLPP_NCCL_ALGO=%s", forced.c_str());
   fingerprint_ = fnv1a(forced);
 
   std::string path = envString("MSCCLPP_NCCL_TUNING_FILE");
@@ -104,49 +102,6 @@ void AlgorithmSelector::dropOverrides() {
   fingerprint_ = 0;
 }
 
-// Items: [collective=]algorithm[/blocks[/threads[/chunk_bytes]]], comma-separated.
-bool AlgorithmSelector::parseForced(const std::string& text) {
-  std::stringstream items(text);
-  for (std::string item; std::getline(items, item, ',');) {
-    if (item.empty()) continue;
-    std::string collectiveText;
-    size_t equals = item.find('=');
-    if (equals != std::string::npos) {
-      collectiveText = item.substr(0, equals);
-      item = item.substr(equals + 1);
-    }
-    std::stringstream fields(item);
-    std::string name;
-    std::getline(fields, name, '/');
-    const Algorithm* algorithm = findAlgorithm(name);
-    if (!algorithm) return false;
-    TuningChoice choice;
-    choice.algorithm = name;
-    long long numbers[3] = {0, 0, 0};
-    std::string number;
-    for (int i = 0; i < 3 && std::getline(fields, number, '/'); ++i) {
-      char* end = nullptr;
-      numbers[i] = strtoll(number.c_str(), &end, 10);
-      // Blocks and threads are ints: a larger number would be cut to another shape, not refused.
-      if (number.empty() || *end != '\0' || numbers[i] < 0 || (i < 2 && numbers[i] > INT_MAX)) return false;
-    }
-    choice.blocks = static_cast<int>(numbers[0]);
-    choice.threads = static_cast<int>(numbers[1]);
-    choice.chunkBytes = static_cast<size_t>(numbers[2]);
-    for (int c = 0; c < kNumCollectives; ++c) {
-      Collective collective = static_cast<Collective>(c);
-      bool named = !collectiveText.empty();
-      if (named && collectiveText != collectiveName(collective)) continue;
-      if (!algorithm->serves(collective)) {
-        if (named) return false;
-        continue;
-      }
-      forced_[c] = Forced{algorithm, choice};
-    }
-  }
-  return true;
-}
-
 LaunchShape AlgorithmSelector::shapeFor(const Algorithm& algorithm, const TuningChoice& choice,
                                         size_t bytes) const {
   return withEarlyLaunch(gridFor(algorithm, choice, bytes), earlyLaunchBlocks());
@@ -155,12 +110,7 @@ LaunchShape AlgorithmSelector::shapeFor(const Algorithm& algorithm, const Tuning
 LaunchShape AlgorithmSelector::gridFor(const Algorithm& algorithm, const TuningChoice& choice,
                                        size_t bytes) const {
   // The bytes each rank's kernel moves per peer: the range, or a segment for the two-shot schedules.
-  size_t range = bytes;
-  if (algorithm.id == AlgorithmId::kAllReduceTwoShotPacket ||
-      algorithm.id == AlgorithmId::kReduceTwoShotPacket ||
-      algorithm.id == AlgorithmId::kAllReduceTwoShotChunked ||
-      algorithm.id == AlgorithmId::kAllReduceZeroCopy)
-    range = (bytes + nranks_ - 1) / nranks_;
+  const size_t range = algorithm.segmented ? (bytes + nranks_ - 1) / nranks_ : bytes;
   LaunchShape shape{};
   if (algorithm.protocol == Protocol::kDirect) {
     size_t blocks = choice.blocks > 0 ? choice.blocks : (range + kDirectBlockBytes - 1) / kDirectBlockBytes;
@@ -204,7 +154,7 @@ bool AlgorithmSelector::usable(const Algorithm& algorithm, Collective collective
 
 Choice AlgorithmSelector::choose(Collective collective, size_t elementBytes, size_t bytes,
                                  bool registered) const {
-  const Forced& forced = forced_[static_cast<int>(collective)];
+  const ForcedAlgorithm& forced = forced_[static_cast<int>(collective)];
   if (forced.algorithm && usable(*forced.algorithm, collective, bytes, registered))
     return Choice{forced.algorithm, shapeFor(*forced.algorithm, forced.choice, bytes), "forced"};
   // Tables are measured on unregistered buffers: windows above the threshold go zero-copy first.
@@ -251,8 +201,7 @@ size_t exchangeTraffic(Collective collective, size_t rangeBytes, int nranks) {
 
 }  // namespace
 
-bool AlgorithmSelector::mapsBuffers(Collective collective, size_t elementBytes, size_t bytes,
-                                    bool preMultiply) const {
+bool AlgorithmSelector::mapsBuffers(Collective collective, size_t bytes, bool preMultiply) const {
   const bool allReduce = collective == Collective::kAllReduce;
   // PreMulSum's per-rank scalars stay on scratch; a forced algorithm is what an experiment asked for.
   if (!mapsBuffers_ || preMultiply || collective == Collective::kSendRecv ||
@@ -266,7 +215,6 @@ bool AlgorithmSelector::mapsBuffers(Collective collective, size_t elementBytes, 
   // call (nccl-tests, 4 ranks on one H200, in graphs: all_gather at 2 MB ranges, packets 45 us, mapped
   // 30; all_reduce at 2 MB, packets 40 us, mapped at 8 MB 47). Calls whose buffers are not mapped yet
   // run the chunked schedule, in the mapped kernel.
-  (void)elementBytes;
   return usable(chunkedFallback(collective), collective, bytes, false);
 }
 
@@ -275,6 +223,20 @@ Choice AlgorithmSelector::mappedFallback(Collective collective, size_t elementBy
   if (chosen.algorithm->protocol == Protocol::kChunked) return chosen;
   const Algorithm& chunked = chunkedFallback(collective);
   return Choice{&chunked, shapeFor(chunked, TuningChoice{}, bytes), "rules"};
+}
+
+CallPlan AlgorithmSelector::plan(const CallShape& call) const {
+  if (!call.inWindows && mapsBuffers(call.collective, call.bytes, call.preMultiply)) {
+    const Choice scratch = mappedFallback(call.collective, call.elementBytes, call.bytes);
+    // The zero-copy grid follows the bytes the call moves in all: an exchange moves a range per rank.
+    const size_t moved = call.collective == Collective::kAllReduce ? call.bytes : call.bytes * nranks_;
+    return CallPlan{scratch.algorithm, mappedShape(moved, scratch.shape), scratch.shape, true,
+                    scratch.source};
+  }
+  // Zero-copy in windows reads peers' inputs raw: PreMulSum's per-rank scalars would have to travel too.
+  const Choice chosen =
+      choose(call.collective, call.elementBytes, call.bytes, call.inWindows && !call.preMultiply);
+  return CallPlan{chosen.algorithm, chosen.shape, LaunchShape{}, false, chosen.source};
 }
 
 LaunchShape AlgorithmSelector::directShape(size_t bytes) const {
@@ -288,140 +250,6 @@ LaunchShape AlgorithmSelector::mappedShape(size_t bytes, const LaunchShape& scra
   shape.blocks = std::max(shape.blocks, scratch.blocks);
   shape.threads = std::max(shape.threads, scratch.threads);
   return withEarlyLaunch(shape, earlyLaunchBlocks());
-}
-
-namespace {
-
-void logChoice(Collective collective, size_t bytes, DataType type, const Choice& choice) {
-  MSCCLPP_INFO(kTuning, "%s %zu bytes %s: %s (%s), %d blocks x %d threads, %zu-byte chunks",
-               collectiveName(collective), bytes, dataTypeName(type), choice.algorithm->name, choice.source,
-               choice.shape.blocks, choice.shape.threads, choice.shape.chunkBytes);
-}
-
-// "ready": this rank's buffers are mapped by every peer (zero-copy runs if every rank's are).
-void logMapped(Collective collective, size_t bytes, DataType type, const MappedCall& mapped,
-               const LaunchShape& shape, const Choice& scratch) {
-  MSCCLPP_INFO(kTuning, "%s %zu bytes %s: zero-copy (mapped, %s), %d blocks x %d threads; else %s (%s)",
-               collectiveName(collective), bytes, dataTypeName(type),
-               mapped.send.ready && mapped.recv.ready ? "ready" : "not ready", shape.blocks, shape.threads,
-               scratch.algorithm->name, scratch.source);
-}
-
-// A mapped call: one kernel on every rank, which goes zero-copy where every rank's buffers are mapped
-// by every peer and else runs the chunked schedule of `scratch` itself.
-template <typename Args, typename LaunchMapped>
-Status runMapped(const Transports& transports, const AlgorithmSelector& selector, Collective collective,
-                 size_t bytes, const Args& call, const MappedCall& mapped, size_t movedBytes,
-                 const Choice& scratch, cudaStream_t stream, LaunchMapped launchMapped) {
-  const LaunchShape shape = selector.mappedShape(movedBytes, scratch.shape);
-  logMapped(collective, bytes, call.type, mapped, shape, scratch);
-  return launchMapped(transports.direct, transports.lanes, call, mapped, shape, scratch.shape, stream);
-}
-
-}  // namespace
-
-Status runAllReduce(const Transports& transports, const AlgorithmSelector& selector,
-                    const AllReduceArgs& args, const DirectBuffers* direct, const MappedCall* mapped,
-                    cudaStream_t stream, uint64_t* published) {
-  *published = 0;
-  const size_t bytes = args.count * dataTypeSize(args.type);
-  if (mapped)
-    return runMapped(transports, selector, Collective::kAllReduce, bytes, args, *mapped, bytes,
-                     selector.mappedFallback(Collective::kAllReduce, dataTypeSize(args.type), bytes), stream,
-                     launchAllReduceMapped);
-  // Zero-copy reads peers' inputs raw: PreMulSum's per-rank scalars would have to travel too.
-  const bool registered = direct != nullptr && !args.op.scaling.preMultiply;
-  Choice choice = selector.choose(Collective::kAllReduce, dataTypeSize(args.type), bytes, registered);
-  logChoice(Collective::kAllReduce, bytes, args.type, choice);
-  switch (choice.algorithm->id) {
-    case AlgorithmId::kAllReduceZeroCopy:
-      return launchAllReduceZeroCopy(transports.direct, args, direct->send, direct->recv, choice.shape,
-                                     stream);
-    case AlgorithmId::kAllReduceTwoShotChunked:
-      return launchAllReduceTwoShotChunked(transports.lanes, args, choice.shape, stream);
-    case AlgorithmId::kAllReduceTwoShotPacket:
-      MSCCLPP_TRY(launchAllReduceTwoShotPacket(transports.packets, args, choice.shape, stream));
-      break;
-    default:
-      MSCCLPP_TRY(launchAllReduceOneShotPacket(transports.packets, args, choice.shape, stream));
-  }
-  *published = args.ticket;  // the packet kernels end through endSteps, which publishes it
-  return Status::kSuccess;
-}
-
-Status runExchange(const Transports& transports, const AlgorithmSelector& selector, const ExchangeArgs& args,
-                   const MappedCall* mapped, cudaStream_t stream, uint64_t* published) {
-  *published = 0;
-  if (mapped)
-    return runMapped(transports, selector, args.collective, args.rangeBytes, args, *mapped,
-                     args.rangeBytes * transports.direct.nranks,
-                     selector.mappedFallback(args.collective, dataTypeSize(args.type), args.rangeBytes),
-                     stream, launchExchangeMapped);
-  Choice choice = selector.choose(args.collective, dataTypeSize(args.type), args.rangeBytes);
-  logChoice(args.collective, args.rangeBytes, args.type, choice);
-  if (choice.algorithm->id == AlgorithmId::kExchangeChunked)
-    return launchExchangeChunked(transports.lanes, args, choice.shape, stream);
-  if (choice.algorithm->id == AlgorithmId::kReduceTwoShotPacket)
-    MSCCLPP_TRY(launchReduceTwoShotPacket(transports.packets, args, choice.shape, stream));
-  else
-    MSCCLPP_TRY(launchExchange(transports.packets, args, choice.shape, stream));
-  *published = args.ticket;
-  return Status::kSuccess;
-}
-
-// A kernel's lanes travel as one parameter of at most kMaxP2pLanes, so each path runs a pass as kernels
-// of the transfers with peers in consecutive ranges of distance (a send to rank + d, a receive from
-// rank - d), as many distances per kernel as a send and a receive of full lanes allow. Both ends see a
-// transfer at the same distance and on the same path (chosen by its size), so each kernel's transfers
-// pair up across the ranks; every rank launches the packet kernels, then the chunked ones, in distance
-// order, so none waits on a kernel that is not running.
-constexpr int kPacketDistancesPerKernel = kMaxP2pLanes / (2 * kMaxP2pLaneBlocks);
-constexpr int kChunkDistancesPerKernel = kMaxP2pLanes / (2 * kMaxP2pChunkLanes);
-static_assert(kChunkDistancesPerKernel >= 1 && kPacketDistancesPerKernel >= 1,
-              "a kernel must hold a send and a receive of full lanes");
-
-Status runSendRecv(const Transports& transports, const AlgorithmSelector& selector,
-                   const std::vector<P2pOp>& ops, uint64_t ticket, cudaStream_t stream, uint64_t* published) {
-  *published = 0;
-  const int rank = transports.p2p.packets.rank, nranks = transports.p2p.packets.nranks;
-  // Kernel k of a path holds the distances in (k * perKernel, (k + 1) * perKernel]; self, kernel 0.
-  auto kernelOf = [](int distance, int perKernel) { return distance == 0 ? 0 : (distance - 1) / perKernel; };
-  // The thread keeps the per-kernel lists, with their capacity: an eager group allocates nothing here.
-  thread_local std::vector<std::vector<P2pOp>> packets, chunks;
-  auto reset = [](std::vector<std::vector<P2pOp>>& kernels, size_t count) {
-    kernels.resize(count);
-    for (std::vector<P2pOp>& kernel : kernels) kernel.clear();
-  };
-  reset(packets, kernelOf(nranks - 1, kPacketDistancesPerKernel) + 1);
-  reset(chunks, kernelOf(nranks - 1, kChunkDistancesPerKernel) + 1);
-  for (const P2pOp& op : ops) {
-    const int distance = ((op.isSend ? op.peer - rank : rank - op.peer) + nranks) % nranks;
-    const Choice choice = selector.choose(Collective::kSendRecv, op.elementBytes, op.bytes);
-    const bool chunked = choice.algorithm->id == AlgorithmId::kP2pChunked && op.peer != rank &&
-                         transports.p2pLanes.localScratch != nullptr;
-    MSCCLPP_INFO(kTuning, "sendrecv %zu bytes %s peer %d: %s (%s)", op.bytes, op.isSend ? "to" : "from",
-                 op.peer, chunked ? "p2p_chunked" : "p2p_packet", choice.source);
-    if (chunked)
-      chunks[kernelOf(distance, kChunkDistancesPerKernel)].push_back(op);
-    else
-      packets[kernelOf(distance, kPacketDistancesPerKernel)].push_back(op);
-  }
-  // The chunked kernels publish no ticket: the last packet kernel publishes it when no chunked one follows.
-  auto launches = [rank](const std::vector<P2pOp>& kernel) { return p2pLaunchesKernel(kernel, rank); };
-  size_t publisher = packets.size();  // none
-  if (std::none_of(chunks.begin(), chunks.end(), launches))
-    for (size_t k = 0; k < packets.size(); ++k)
-      if (launches(packets[k])) publisher = k;
-  for (size_t k = 0; k < packets.size(); ++k)
-    if (!packets[k].empty())  // transfers to self only still copy
-      MSCCLPP_TRY(launchP2p(transports.p2p, packets[k], selector.maxBlocks(), selector.earlyLaunchBlocks(),
-                            k == publisher ? ticket : 0, stream));
-  if (publisher < packets.size()) *published = ticket;
-  for (const std::vector<P2pOp>& kernel : chunks)
-    if (launches(kernel))
-      MSCCLPP_TRY(launchP2pChunked(transports.p2pLanes, kernel, selector.laneBlocks(),
-                                   selector.earlyLaunchBlocks(), stream));
-  return Status::kSuccess;
 }
 
 }  // namespace mscclpp_nccl

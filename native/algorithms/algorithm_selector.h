@@ -13,6 +13,7 @@
 
 #include "native/algorithms/allreduce.h"
 #include "native/algorithms/exchange.h"
+#include "native/algorithms/forced_algorithms.h"
 #include "native/algorithms/p2p.h"
 #include "native/algorithms/registry.h"
 #include "native/algorithms/tuning_table.h"
@@ -25,6 +26,24 @@ struct Choice {
   const Algorithm* algorithm;
   LaunchShape shape;
   const char* source;  // "forced", "table" or "rules"
+};
+
+// What a call is, as far as choosing for it goes.
+struct CallShape {
+  Collective collective;
+  size_t elementBytes;
+  size_t bytes;      // all_reduce: the message; an exchange: the range per rank
+  bool inWindows;    // all_reduce: both buffers lie in windows every rank mapped
+  bool preMultiply;  // PreMulSum: each rank's scalar is its own, so peers' inputs are never read raw
+};
+
+// One call's plan, decided once: the kernel that runs and its grid.
+struct CallPlan {
+  const Algorithm* algorithm;  // a mapped call: the chunked schedule it runs where buffers are not mapped
+  LaunchShape shape;           // the grid launched
+  LaunchShape scratch;         // a mapped call: the grid of that chunked schedule, within `shape`
+  bool mapped;                 // zero-copy on buffers outside windows (transport/mapped_allocations.h)
+  const char* source;          // "forced", "table" or "rules"
 };
 
 class AlgorithmSelector {
@@ -46,12 +65,14 @@ class AlgorithmSelector {
   uint64_t fingerprint() const { return fingerprint_; }
   void dropOverrides();
 
+  // The plan of one call. Every rank reaches the same plan for the same call.
+  CallPlan plan(const CallShape& call) const;
   // `registered`: the call's buffers lie in windows that every rank mapped (zero-copy is possible).
   Choice choose(Collective collective, size_t elementBytes, size_t bytes, bool registered = false) const;
   // Whether a call outside windows goes through a mapped zero-copy kernel (which runs the chunked schedule
   // itself for calls where some rank's buffers are not mapped yet): an all-reduce of `bytes`, or an exchange
   // of `bytes` per range. The same on every rank.
-  bool mapsBuffers(Collective collective, size_t elementBytes, size_t bytes, bool preMultiply) const;
+  bool mapsBuffers(Collective collective, size_t bytes, bool preMultiply) const;
   // The chunked schedule a mapped call runs when some rank's buffers are not mapped yet: the chosen one,
   // or the chunked exchange's default grid where packets were chosen.
   Choice mappedFallback(Collective collective, size_t elementBytes, size_t bytes) const;
@@ -71,11 +92,6 @@ class AlgorithmSelector {
   int earlyLaunchBlocks() const { return earlyLaunch_ ? BlockShare::earlyBlocks(residentBlocks_) : 0; }
 
  private:
-  struct Forced {
-    const Algorithm* algorithm = nullptr;
-    TuningChoice choice;
-  };
-  bool parseForced(const std::string& text);
   LaunchShape shapeFor(const Algorithm& algorithm, const TuningChoice& choice, size_t bytes) const;
   LaunchShape gridFor(const Algorithm& algorithm, const TuningChoice& choice, size_t bytes) const;
   bool usable(const Algorithm& algorithm, Collective collective, size_t bytes, bool registered) const;
@@ -86,39 +102,9 @@ class AlgorithmSelector {
   bool mapsBuffers_ = false;
   size_t slotPackets_ = 1;
   size_t laneSlotBytes_ = 0;
-  std::array<Forced, kNumCollectives> forced_{};
+  ForcedAlgorithms forced_{};
   TuningTable table_;
   uint64_t fingerprint_ = 0;
 };
-
-// What a communicator's kernels reach their peers through.
-struct Transports {
-  PacketComm packets;
-  LaneComm lanes;
-  ZeroCopyComm direct;
-  P2pComm p2p;
-  LaneComm p2pLanes;  // lanes of large send/recv transfers, apart from the collectives'
-};
-
-// The buffers of an all-reduce on every rank, when they lie in mapped windows.
-struct DirectBuffers {
-  PeerBuffers send;
-  PeerBuffers recv;
-};
-
-// `direct`: null unless both buffers lie in mapped windows. `mapped`: this rank's description of its
-// buffers where selector.mapsBuffers() (else null). `*published` is set to args.ticket when the
-// launched kernel publishes it at its end (packet kernels do), else to 0.
-Status runAllReduce(const Transports& transports, const AlgorithmSelector& selector,
-                    const AllReduceArgs& args, const DirectBuffers* direct, const MappedCall* mapped,
-                    cudaStream_t stream, uint64_t* published);
-// `mapped`: as for runAllReduce.
-Status runExchange(const Transports& transports, const AlgorithmSelector& selector, const ExchangeArgs& args,
-                   const MappedCall* mapped, cudaStream_t stream, uint64_t* published);
-// One pass of a group's sends and receives: small transfers in the packet kernel, large ones over lanes
-// in a second kernel (each classified by its size alone, so both ends put it in the same kernel).
-// *published: `ticket` when the pass's last kernel publishes it (a packet kernel), else 0.
-Status runSendRecv(const Transports& transports, const AlgorithmSelector& selector,
-                   const std::vector<P2pOp>& ops, uint64_t ticket, cudaStream_t stream, uint64_t* published);
 
 }  // namespace mscclpp_nccl

@@ -2,10 +2,14 @@
 // the tuning table and MSCCLPP_NCCL_ALGO name them.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "native/common/status.h"
 
 namespace mscclpp_nccl {
 
@@ -42,6 +46,20 @@ enum class AlgorithmId : int {
 // the users' buffers (zero-copy, windows only). Decides which scratch slots bound its chunk size.
 enum class Protocol : int { kPacket, kChunked, kDirect };
 
+struct Transports;
+struct AllReduceArgs;
+struct ExchangeArgs;
+struct LaunchShape;
+struct DirectBuffers;
+
+// How an algorithm's kernel is launched for one call, on the communicator's transports. `windows`: the
+// call's buffers in mapped windows (null unless both are).
+using AllReduceLaunch = Status (*)(const Transports& transports, const AllReduceArgs& args,
+                                   const LaunchShape& shape, const DirectBuffers* windows,
+                                   cudaStream_t stream);
+using ExchangeLaunch = Status (*)(const Transports& transports, const ExchangeArgs& args,
+                                  const LaunchShape& shape, cudaStream_t stream);
+
 struct Algorithm {
   AlgorithmId id;
   const char* name;
@@ -51,7 +69,11 @@ struct Algorithm {
   size_t maxBytes;       // largest message it accepts (SIZE_MAX: any)
   size_t alignment;      // buffer alignment it needs, in bytes (1: any element offset)
   bool needsRegisteredBuffers;
+  bool segmented;  // each rank's kernel moves a 1/nranks segment of the message per peer (two-shot)
   const char* summary;
+  AllReduceLaunch launchAllReduce;  // null unless it serves all_reduce
+  ExchangeLaunch launchExchange;    // null unless it serves the exchange collectives
+  bool publishesTicket;             // its kernel publishes the call's ticket when done (step_sequence.cuh)
 
   bool serves(Collective collective) const { return (collectives >> static_cast<int>(collective)) & 1u; }
   bool accepts(Collective collective, int nranks, size_t bytes, bool registered) const {
