@@ -47,6 +47,21 @@ size_t laneSlotBytesFor(int blocks, int nranks) {
 
 }  // namespace
 
+// Where each kernel family's counters lie in the communicator's one allocation of device words.
+Communicator::CounterLayout::CounterLayout(int nranks, int laneBlocks) {
+  auto carve = [this](size_t count) { return std::exchange(words, words + count); };
+  const size_t p2pStepWords = static_cast<size_t>(nranks) * kMaxPacketBlocks;
+  steps = carve(kMaxPacketBlocks);
+  blocksDone = carve(1);
+  p2pSend = carve(p2pStepWords);
+  p2pRecv = carve(p2pStepWords);
+  lanes = carve(laneCounterWords(laneBlocks, nranks));
+  calls = carve(kMaxZeroCopyBlocks);
+  p2pLanes = carve(laneCounterWords(kMaxP2pChunkLanes, nranks));
+  stopped = carve(1);
+  ticket = carve(1);
+}
+
 Status Communicator::create(const UniqueId& id, int rank, int nranks, std::unique_ptr<Communicator>* out,
                             AbortLink* link, CommRole role) {
   std::unique_ptr<Bootstrap> bootstrap;
@@ -70,37 +85,67 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
   MSCCLPP_CUDA_TRY(cudaGetDevice(&device_));
   MSCCLPP_TRY(discoverTopology(*bootstrap_, device_, &topology_));
   if (role.policy == PathPolicy::kDecide) {
-    // Every rank sees the same table, so all take the same branch without another exchange.
-    std::vector<uint64_t> hosts(nranks_);
-    for (int r = 0; r < nranks_; ++r) hosts[r] = topology_.ranks[r].layoutHostId;
-    const HostLayout layout = hostLayout(hosts);
-    const FallbackMode mode = fallbackMode();
-    const PathChoice choice = choosePath(mode, layout);
-    MSCCLPP_INFO(kInit, "rank %d/%d: %s path: %s", rank_, nranks_, commPathName(choice.path),
-                 choice.why.c_str());
-    if (choice.path == CommPath::kRefused) return fail(Status::kInvalidUsage, "%s", choice.why.c_str());
-    // GPUs of one host that cannot all reach each other: our transport cannot serve them (natively or
-    // inside a hierarchy), stock can. Every rank asks about its own GPU; all follow the whole answer.
-    // Ranks that all share their host's one GPU have nothing to ask, and skip the round.
-    if (choice.path != CommPath::kAllStock && mode != FallbackMode::kOff && hostSpansGpus(topology_)) {
-      std::vector<int32_t> reachable(nranks_);
-      reachable[rank_] = peerGpusReachable(topology_, rank_, device_) ? 1 : 0;
-      MSCCLPP_TRY(bootstrap_->allGather(reachable.data(), sizeof(int32_t)));
-      for (int r = 0; r < nranks_; ++r)
-        if (!reachable[r]) {
-          MSCCLPP_INFO(
-              kInit,
-              "rank %d/%d: all-stock path: the GPU of rank %d cannot reach every other GPU of its host",
-              rank_, nranks_, r);
-          return connectRouted(layout, CommPath::kAllStock);
-        }
-    }
-    if (choice.path != CommPath::kNative) return connectRouted(layout, choice.path);
+    HostLayout hosts;
+    CommPath path = CommPath::kNative;
+    MSCCLPP_TRY(decidePath(&hosts, &path));
+    if (path != CommPath::kNative) return connectRouted(hosts, path);
   }
   // A layout of one host is one physical host (MSCCLPP_NCCL_HOST_ID only splits), so this is a bug.
   if (!topology_.singleHost)
     return fail(Status::kInternalError, "native path chosen for a communicator over several hosts");
+  NativeLayout layout;
+  MSCCLPP_TRY(agreeOnLayout(role, &layout));
+  MSCCLPP_TRY(createScratch(layout));
+  MSCCLPP_TRY(createTransports(layout));
+  // Zero-copy on buffers outside windows needs the barrier flags and the chunked kernel to fall back on.
+  if (layout.mapsBuffers && syncScratch_ && laneScratch_) {
+    MSCCLPP_TRY(MappedAllocations::create(*bootstrap_, topology_, device_, &mapped_));
+    transports_.direct.mappedTable = mapped_->deviceTable();
+    selector_.setMapsBuffers(true);
+  }
+  MSCCLPP_TRY(order_.init(envInt("NCCL_GRAPH_MIXING_SUPPORT", 1) != 0, transports_.packets.steps.ticket));
+  MSCCLPP_TRY(bootstrap_->barrier());
+  // From here a peer's death stops this communicator's kernels and shows in asyncError().
+  MSCCLPP_TRY(bootstrap_->watchPeers([this](int peer) { onPeerLost(peer); }));
+  MSCCLPP_INFO(
+      kInit,
+      "rank %d/%d commHash 0x%016llx on GPU %d (%d ranks on it): %zu-packet slots, grids up to %d blocks",
+      rank_, nranks_, static_cast<unsigned long long>(commHash_), device_, topology_.ranksOnMyGpu,
+      layout.slotPackets, selector_.maxBlocks());
+  return Status::kSuccess;
+}
 
+Status Communicator::decidePath(HostLayout* hosts, CommPath* path) {
+  // Every rank sees the same table, so all take the same branch without another exchange.
+  std::vector<uint64_t> hostIds(nranks_);
+  for (int r = 0; r < nranks_; ++r) hostIds[r] = topology_.ranks[r].layoutHostId;
+  *hosts = hostLayout(hostIds);
+  const FallbackMode mode = fallbackMode();
+  const PathChoice choice = choosePath(mode, *hosts);
+  MSCCLPP_INFO(kInit, "rank %d/%d: %s path: %s", rank_, nranks_, commPathName(choice.path),
+               choice.why.c_str());
+  if (choice.path == CommPath::kRefused) return fail(Status::kInvalidUsage, "%s", choice.why.c_str());
+  *path = choice.path;
+  // GPUs of one host that cannot all reach each other: our transport cannot serve them (natively or
+  // inside a hierarchy), stock can. Every rank asks about its own GPU; all follow the whole answer.
+  // Ranks that all share their host's one GPU have nothing to ask, and skip the round.
+  if (choice.path == CommPath::kAllStock || mode == FallbackMode::kOff || !hostSpansGpus(topology_))
+    return Status::kSuccess;
+  std::vector<int32_t> reachable(nranks_);
+  reachable[rank_] = peerGpusReachable(topology_, rank_, device_) ? 1 : 0;
+  MSCCLPP_TRY(bootstrap_->allGather(reachable.data(), sizeof(int32_t)));
+  for (int r = 0; r < nranks_; ++r)
+    if (!reachable[r]) {
+      MSCCLPP_INFO(kInit,
+                   "rank %d/%d: all-stock path: the GPU of rank %d cannot reach every other GPU of its host",
+                   rank_, nranks_, r);
+      *path = CommPath::kAllStock;
+      break;
+    }
+  return Status::kSuccess;
+}
+
+Status Communicator::agreeOnLayout(CommRole role, NativeLayout* layout) {
   // Every rank must lay out scratch and cut messages alike: agree on the slot size (the smallest
   // asked for), the grid (the smallest that any rank's share of its GPU allows, transport/block_share.h)
   // and the tuning overrides.
@@ -133,27 +178,28 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
   for (const Agreement& a : agreements) grid = std::min<int>(grid, static_cast<int>(a.grid));
   blocks_->settle(grid);
   selector_.init(topology_.myGpuName, nranks_, maxRanksPerGpu, blocks_->grid());
-  const int laneBlocks = selector_.laneBlocks();
+  layout->laneBlocks = selector_.laneBlocks();
   agreements.assign(nranks_, Agreement{});
-  agreements[rank_] = {slotPacketsFor(nranks_), laneSlotBytesFor(laneBlocks, nranks_),
+  agreements[rank_] = {slotPacketsFor(nranks_), laneSlotBytesFor(layout->laneBlocks, nranks_),
                        selector_.fingerprint(), envInt("MSCCLPP_NCCL_ZERO_COPY", 1) != 0 ? 1u : 0u,
                        static_cast<uint64_t>(grid)};
   MSCCLPP_TRY(bootstrap_->allGather(agreements.data(), sizeof(Agreement)));
-  size_t slotPackets = agreements[0].slotPackets;
-  size_t laneSlotBytes = agreements[0].laneSlotBytes;
-  bool sameTuning = true, mapsBuffers = nranks_ > 1 && nranks_ <= kMaxZeroCopyRanks;
+  layout->slotPackets = agreements[0].slotPackets;
+  layout->laneSlotBytes = agreements[0].laneSlotBytes;
+  layout->mapsBuffers = nranks_ > 1 && nranks_ <= kMaxZeroCopyRanks;
+  bool sameTuning = true;
   for (const Agreement& a : agreements) {
-    mapsBuffers = mapsBuffers && a.mapsBuffers != 0;
-    slotPackets = std::min<size_t>(slotPackets, a.slotPackets);
-    laneSlotBytes = std::min<size_t>(laneSlotBytes, a.laneSlotBytes);
+    layout->mapsBuffers = layout->mapsBuffers && a.mapsBuffers != 0;
+    layout->slotPackets = std::min<size_t>(layout->slotPackets, a.slotPackets);
+    layout->laneSlotBytes = std::min<size_t>(layout->laneSlotBytes, a.laneSlotBytes);
     sameTuning = sameTuning && a.tuning == agreements[0].tuning;
   }
   if (!sameTuning) {
     if (rank_ == 0) logWarn("ranks see different MSCCLPP_NCCL_ALGO or tuning tables; all use built-in rules");
     selector_.dropOverrides();
   }
-  selector_.setSlotPackets(slotPackets);
-  selector_.setLaneSlotBytes(laneSlotBytes);
+  selector_.setSlotPackets(layout->slotPackets);
+  selector_.setLaneSlotBytes(layout->laneSlotBytes);
   // Early launch needs sm_90; it changes no protocol, so ranks need not agree on it.
   int computeMajor = 0;
   MSCCLPP_CUDA_TRY(cudaDeviceGetAttribute(&computeMajor, cudaDevAttrComputeCapabilityMajor, device_));
@@ -161,56 +207,51 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
   // we do not know to wait before reading what ours wrote.
   selector_.setEarlyLaunch(computeMajor >= 9 && envInt("MSCCLPP_NCCL_EARLY_LAUNCH", 1) != 0 &&
                            role.policy == PathPolicy::kDecide);
+  return Status::kSuccess;
+}
+
+Status Communicator::createScratch(const NativeLayout& layout) {
   MSCCLPP_TRY(
-      PeerBuffer::create(*bootstrap_, topology_, packetScratchBytes(nranks_, slotPackets), &scratch_));
-  if (laneSlotBytes > 0)
+      PeerBuffer::create(*bootstrap_, topology_, packetScratchBytes(nranks_, layout.slotPackets), &scratch_));
+  if (layout.laneSlotBytes > 0)
     MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_,
-                                   laneScratchBytes(laneBlocks, nranks_, laneSlotBytes), &laneScratch_));
-
-  MSCCLPP_CUDA_TRY(cudaHostAlloc(&hostFlags_, 2 * sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable));
-  hostFlags_[0] = 0;
-  hostFlags_[1] = kKernelOk;
-  int* deviceFlags = nullptr;
-  MSCCLPP_CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&deviceFlags), hostFlags_, 0));
+                                   laneScratchBytes(layout.laneBlocks, nranks_, layout.laneSlotBytes),
+                                   &laneScratch_));
   // Point-to-point channels: slots of their own (laid out like the collectives'), then the acks.
-  const size_t p2pDataBytes = packetScratchBytes(nranks_, slotPackets);
-  MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_, p2pDataBytes + p2pAckBytes(nranks_), &p2pScratch_));
-
+  MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_,
+                                 packetScratchBytes(nranks_, layout.slotPackets) + p2pAckBytes(nranks_),
+                                 &p2pScratch_));
   if (nranks_ <= kMaxZeroCopyRanks)
     MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_, zeroCopyFlagBytes(nranks_), &syncScratch_));
   if (nranks_ <= kMaxLaneRanks)
     MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_,
                                    laneScratchBytes(kMaxP2pChunkLanes, nranks_, kP2pLaneSlotBytes),
                                    &p2pLaneScratch_));
+  return Status::kSuccess;
+}
 
-  // Device counters, one allocation carved in order: the collective steps (per block) and blocks done,
-  // p2p packet steps (send, receive), collective lanes, zero-copy calls, p2p lanes, the stop word, the
-  // call ticket.
-  size_t counterWords = 0;
-  auto carve = [&counterWords](size_t words) { return std::exchange(counterWords, counterWords + words); };
-  const size_t stepsAt = carve(kMaxPacketBlocks), blocksDoneAt = carve(1);
-  const size_t p2pStepWords = static_cast<size_t>(nranks_) * kMaxPacketBlocks;
-  const size_t p2pSendAt = carve(p2pStepWords), p2pRecvAt = carve(p2pStepWords);
-  const size_t lanesAt = carve(laneCounterWords(laneBlocks, nranks_));
-  const size_t callsAt = carve(kMaxZeroCopyBlocks);
-  const size_t p2pLanesAt = carve(laneCounterWords(kMaxP2pChunkLanes, nranks_));
-  const size_t stoppedAt = carve(1);
-  const size_t ticketAt = carve(1);
-  MSCCLPP_CUDA_TRY(cudaMalloc(&deviceCounters_, counterWords * sizeof(uint64_t)));
-  MSCCLPP_TRY(zeroDeviceMemory(deviceCounters_, counterWords * sizeof(uint64_t)));
+Status Communicator::createTransports(const NativeLayout& layout) {
+  MSCCLPP_CUDA_TRY(cudaHostAlloc(&hostFlags_, 2 * sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable));
+  hostFlags_[0] = 0;
+  hostFlags_[1] = kKernelOk;
+  int* deviceFlags = nullptr;
+  MSCCLPP_CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&deviceFlags), hostFlags_, 0));
+  const CounterLayout counters(nranks_, layout.laneBlocks);
+  MSCCLPP_CUDA_TRY(cudaMalloc(&deviceCounters_, counters.words * sizeof(uint64_t)));
+  MSCCLPP_TRY(zeroDeviceMemory(deviceCounters_, counters.words * sizeof(uint64_t)));
 
   PacketComm& packets = transports_.packets;
   packets.rank = rank_;
   packets.nranks = nranks_;
   packets.localScratch = scratch_->local();
   packets.peerScratch = scratch_->devicePeerTable();
-  packets.slotPackets = slotPackets;
-  packets.steps.value = deviceCounters_ + stepsAt;
-  packets.steps.blocksDone = reinterpret_cast<unsigned*>(deviceCounters_ + blocksDoneAt);
-  packets.steps.ticket = deviceCounters_ + ticketAt;
+  packets.slotPackets = layout.slotPackets;
+  packets.steps.value = deviceCounters_ + counters.steps;
+  packets.steps.blocksDone = reinterpret_cast<unsigned*>(deviceCounters_ + counters.blocksDone);
+  packets.steps.ticket = deviceCounters_ + counters.ticket;
   packets.wait.abortFlag = deviceFlags;
   packets.wait.errorFlag = deviceFlags + 1;
-  packets.wait.stopped = reinterpret_cast<int*>(deviceCounters_ + stoppedAt);
+  packets.wait.stopped = reinterpret_cast<int*>(deviceCounters_ + counters.stopped);
   packets.wait.timeoutNs = envSecondsAsNs("MSCCLPP_NCCL_WAIT_TIMEOUT", 0.0);
   packets.wait.rank = rank_;
   MSCCLPP_TRY(StallWatch::create(rank_, nranks_, commHash_, &stallWatch_));
@@ -218,9 +259,27 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
     packets.wait.stallNs = stallWatch_->stallNs();
     packets.wait.stall = stallWatch_->deviceReport();
   }
+  MSCCLPP_TRY(createP2pTransport(layout, counters));
+  transports_.lanes = laneComm(layout.laneBlocks, layout.laneSlotBytes, laneScratch_.get(),
+                               deviceCounters_ + counters.lanes, packets.wait);
+  transports_.p2pLanes = laneComm(kMaxP2pChunkLanes, kP2pLaneSlotBytes, p2pLaneScratch_.get(),
+                                  deviceCounters_ + counters.p2pLanes, packets.wait);
+  ZeroCopyComm& direct = transports_.direct;
+  direct.rank = rank_;
+  direct.nranks = nranks_;
+  direct.calls = deviceCounters_ + counters.calls;
+  direct.wait = packets.wait;
+  if (syncScratch_) {
+    direct.localFlags = static_cast<uint64_t*>(syncScratch_->local());
+    direct.peerFlags = reinterpret_cast<uint64_t* const*>(syncScratch_->devicePeerTable());
+  }
+  return Status::kSuccess;
+}
 
+Status Communicator::createP2pTransport(const NativeLayout& layout, const CounterLayout& counters) {
+  const size_t p2pDataBytes = packetScratchBytes(nranks_, layout.slotPackets);
   P2pComm& p2p = transports_.p2p;
-  p2p.packets = packets;
+  p2p.packets = transports_.packets;
   p2p.packets.localScratch = p2pScratch_->local();
   p2p.packets.peerScratch = p2pScratch_->devicePeerTable();
   p2p.localAcks = static_cast<char*>(p2pScratch_->local()) + p2pDataBytes;
@@ -229,39 +288,8 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
   MSCCLPP_CUDA_TRY(cudaMalloc(&deviceAckTable_, sizeof(void*) * nranks_));
   MSCCLPP_TRY(copyToDevice(deviceAckTable_, peerAcks.data(), sizeof(void*) * nranks_));
   p2p.peerAcks = deviceAckTable_;
-  p2p.sendSteps = deviceCounters_ + p2pSendAt;
-  p2p.recvSteps = deviceCounters_ + p2pRecvAt;
-
-  transports_.lanes =
-      laneComm(laneBlocks, laneSlotBytes, laneScratch_.get(), deviceCounters_ + lanesAt, packets.wait);
-  transports_.p2pLanes = laneComm(kMaxP2pChunkLanes, kP2pLaneSlotBytes, p2pLaneScratch_.get(),
-                                  deviceCounters_ + p2pLanesAt, packets.wait);
-
-  ZeroCopyComm& direct = transports_.direct;
-  direct.rank = rank_;
-  direct.nranks = nranks_;
-  direct.calls = deviceCounters_ + callsAt;
-  direct.wait = packets.wait;
-  if (syncScratch_) {
-    direct.localFlags = static_cast<uint64_t*>(syncScratch_->local());
-    direct.peerFlags = reinterpret_cast<uint64_t* const*>(syncScratch_->devicePeerTable());
-  }
-  // Zero-copy on buffers outside windows needs the barrier flags and the chunked kernel to fall back on.
-  if (mapsBuffers && syncScratch_ && laneScratch_) {
-    MSCCLPP_TRY(MappedAllocations::create(*bootstrap_, topology_, device_, &mapped_));
-    direct.mappedTable = mapped_->deviceTable();
-    selector_.setMapsBuffers(true);
-  }
-
-  MSCCLPP_TRY(order_.init(envInt("NCCL_GRAPH_MIXING_SUPPORT", 1) != 0, packets.steps.ticket));
-  MSCCLPP_TRY(bootstrap_->barrier());
-  // From here a peer's death stops this communicator's kernels and shows in asyncError().
-  MSCCLPP_TRY(bootstrap_->watchPeers([this](int peer) { onPeerLost(peer); }));
-  MSCCLPP_INFO(
-      kInit,
-      "rank %d/%d commHash 0x%016llx on GPU %d (%d ranks on it): %zu-packet slots, grids up to %d blocks",
-      rank_, nranks_, static_cast<unsigned long long>(commHash_), device_, topology_.ranksOnMyGpu,
-      slotPackets, selector_.maxBlocks());
+  p2p.sendSteps = deviceCounters_ + counters.p2pSend;
+  p2p.recvSteps = deviceCounters_ + counters.p2pRecv;
   return Status::kSuccess;
 }
 

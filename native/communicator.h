@@ -105,8 +105,32 @@ class Communicator {
   Status shrink(const std::vector<int>& excluded, std::unique_ptr<Communicator>* out);
 
  private:
+  // What every rank of a native communicator agrees on before it lays out its transports.
+  struct NativeLayout {
+    size_t slotPackets = 0;    // packets per scratch slot
+    size_t laneSlotBytes = 0;  // bytes per lane slot (0: no lanes)
+    int laneBlocks = 0;        // lanes per pair of ranks
+    bool mapsBuffers = false;  // zero-copy on buffers outside windows (every rank allows it)
+  };
+  // Where each kernel family's counters lie, in words of the one allocation of device counters.
+  struct CounterLayout {
+    CounterLayout(int nranks, int laneBlocks);
+    size_t steps = 0, blocksDone = 0;           // collective packet steps per block; blocks done
+    size_t p2pSend = 0, p2pRecv = 0;            // p2p packet steps per peer and block
+    size_t lanes = 0, calls = 0, p2pLanes = 0;  // collective lanes, zero-copy calls per block, p2p lanes
+    size_t stopped = 0, ticket = 0;             // the stop word, the call ticket
+    size_t words = 0;                           // all of them
+  };
+
   Communicator() = default;
+  // Setup in named steps: the path (native or routed), the layout all ranks agree on, the peer-mapped
+  // scratch, then the transports over it.
   Status connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role);
+  Status decidePath(HostLayout* hosts, CommPath* path);
+  Status agreeOnLayout(CommRole role, NativeLayout* layout);
+  Status createScratch(const NativeLayout& layout);
+  Status createTransports(const NativeLayout& layout);
+  Status createP2pTransport(const NativeLayout& layout, const CounterLayout& counters);
   // The rest of connect() for a communicator that is not native (native/fallback/DESIGN.md): its
   // intra-host communicator and stock ones (native/routed_communicator.h) instead of our transport.
   Status connectRouted(const HostLayout& layout, CommPath path);
