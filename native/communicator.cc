@@ -300,6 +300,7 @@ Status Communicator::connectRouted(const HostLayout& layout, CommPath path) {
     for (int r = 0; r < nranks_; ++r) ranksPerGpu = std::max(ranksPerGpu, topology_.ranksOnGpuOf(r));
     MSCCLPP_TRY(
         joinNewCommunicator(layout.intraMembers(rank_), &intra, {PathPolicy::kNativeOnly, ranksPerGpu}));
+    intra_ = intra.get();
   }
   MSCCLPP_TRY(RoutedComm::create(*bootstrap_, topology_, layout, path, std::move(intra), &routed_));
   // Routed work publishes no tickets: each call's end is the `done` event (native/stream_order.h).
@@ -426,7 +427,7 @@ MappedCall Communicator::describeBuffers(const void* send, size_t sendBytes, con
 
 void Communicator::registerBuffer(const void* buffer, size_t bytes) {
   if (routed_) {
-    if (routed_->intra()) routed_->intra()->registerBuffer(buffer, bytes);
+    if (intra_) intra_->registerBuffer(buffer, bytes);
     return;
   }
   if (mapped_ && bytes > 0) mapped_->registerBuffer(buffer, bytes);
@@ -434,7 +435,7 @@ void Communicator::registerBuffer(const void* buffer, size_t bytes) {
 
 void Communicator::unregisterBuffer(const void* buffer) {
   if (routed_) {
-    if (routed_->intra()) routed_->intra()->unregisterBuffer(buffer);
+    if (intra_) intra_->unregisterBuffer(buffer);
     return;
   }
   if (mapped_) mapped_->unregisterBuffer(buffer);
@@ -443,12 +444,12 @@ void Communicator::unregisterBuffer(const void* buffer) {
 Status Communicator::registerWindow(void* buffer, size_t bytes, bool symmetric, SymmetricWindow** out) {
   // Over several hosts a window is the intra-host communicator's: its steps of a plan go zero-copy there.
   if (routed_) {
-    if (routed_->intra() == nullptr)
+    if (intra_ == nullptr)
       return fail(
           Status::kInvalidUsage,
           "windows are not supported on a communicator that runs all on stock NCCL "
           "(MSCCLPP_NCCL_FALLBACK=all, hosts of unequal size or of one rank, or GPUs without peer access)");
-    return routed_->intra()->registerWindow(buffer, bytes, symmetric, out);
+    return intra_->registerWindow(buffer, bytes, symmetric, out);
   }
   std::unique_ptr<SymmetricWindow> window;
   MSCCLPP_TRY(SymmetricWindow::create(*bootstrap_, topology_, buffer, bytes,
@@ -460,7 +461,7 @@ Status Communicator::registerWindow(void* buffer, size_t bytes, bool symmetric, 
 }
 
 Status Communicator::deregisterWindow(SymmetricWindow* window) {
-  if (routed_ && routed_->intra()) return routed_->intra()->deregisterWindow(window);
+  if (routed_ && intra_) return intra_->deregisterWindow(window);
   std::unique_ptr<SymmetricWindow> owned;
   {
     std::lock_guard<std::mutex> lock(windowsMutex_);

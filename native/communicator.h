@@ -16,6 +16,7 @@
 #include "native/algorithms/transports.h"
 #include "native/bootstrap/abort_link.h"
 #include "native/bootstrap/bootstrap.h"
+#include "native/collective_comm.h"
 #include "native/common/status.h"
 #include "native/fallback/hierarchy.h"
 #include "native/stall_monitor.h"
@@ -43,7 +44,7 @@ struct CommRole {
   int parentRanksPerGpu = 1;  // the most ranks of the parent on one GPU
 };
 
-class Communicator {
+class Communicator final : public CollectiveComm {
  public:
   // Collective over all `nranks` ranks: joins the rendezvous named by `id` and connects to the peers.
   // Uses the calling thread's current CUDA device. Raising `link` makes the setup give up promptly.
@@ -53,12 +54,12 @@ class Communicator {
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
-  int rank() const { return rank_; }
+  int rank() const override { return rank_; }
   int size() const { return nranks_; }
   int cudaDevice() const { return device_; }
   int ranksOnMyGpu() const { return topology_.ranksOnMyGpu; }
   // Device memory this communicator holds (ncclCommMemStats).
-  size_t deviceBytes() const;
+  size_t deviceBytes() const override;
 
   // ncclCommWindowRegister: collective. `symmetric` is the caller's NCCL_WIN_COLL_SYMMETRIC promise;
   // with it, collectives whose buffers all lie in mapped windows go zero-copy. *out stays valid until
@@ -82,19 +83,19 @@ class Communicator {
 
   // Collectives and point-to-point transfers. Each enqueues on `stream` and never synchronizes the
   // host; empty calls enqueue nothing (every rank of a collective sees the same count).
-  Status allReduce(const AllReduceArgs& args, cudaStream_t stream);
-  Status exchange(const ExchangeArgs& args, cudaStream_t stream);  // args.collective: which one
+  Status allReduce(const AllReduceArgs& args, cudaStream_t stream) override;
+  Status exchange(const ExchangeArgs& args, cudaStream_t stream) override;  // args.collective: which one
   // One group's sends and receives; at most one per peer and direction (see splitP2pPasses).
   Status sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream);
 
   // kRemoteError naming the rank when a peer was lost (its process died, or it aborted), else the
   // first failure any kernel of this communicator reported (timeout, abort), else kSuccess.
-  Status asyncError() const;
+  Status asyncError() const override;
   // Makes every waiting kernel and bootstrap call of this communicator give up promptly.
-  void abort();
+  void abort() override;
   // Makes our waiting kernels give up, keeping the bootstrap; makes no CUDA call (the peer-loss handler
   // runs it on the bootstrap's receiver thread).
-  void stopKernels();
+  void stopKernels() override;
   // ncclCommShrink with NCCL_SHRINK_ABORT, on a thread that may call CUDA: every outstanding operation
   // gives up, stock's included, and the bootstrap that the shrink goes through is kept.
   void abortOutstandingWork();
@@ -172,6 +173,7 @@ class Communicator {
   AlgorithmSelector selector_;
   StreamOrder order_;
   std::unique_ptr<RoutedComm> routed_;  // set: every call goes there (hierarchical or all-stock)
+  Communicator* intra_ = nullptr;       // hierarchical: the intra-host communicator that routed_ owns
   mutable std::mutex windowsMutex_;
   std::vector<std::unique_ptr<SymmetricWindow>> windows_;
   std::unique_ptr<MappedAllocations> mapped_;  // users' allocations shared with the peers (null: off)

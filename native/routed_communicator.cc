@@ -13,7 +13,6 @@
 #include "native/common/env.h"
 #include "native/common/logging.h"
 #include "native/common/threads.h"
-#include "native/communicator.h"
 #include "native/transport/cuda_check.h"
 #include "native/transport/host_identity.h"
 
@@ -118,7 +117,7 @@ size_t hierarchyMinBytes() {
 }  // namespace
 
 Status RoutedComm::create(Bootstrap& bootstrap, const Topology& topology, const HostLayout& layout,
-                          CommPath path, std::unique_ptr<Communicator> intra,
+                          CommPath path, std::unique_ptr<CollectiveComm> intra,
                           std::unique_ptr<RoutedComm>* out) {
   if (path != CommPath::kHierarchical && path != CommPath::kAllStock)
     return fail(Status::kInternalError, "no routed communicator for the %s path", commPathName(path));

@@ -14,6 +14,7 @@
 #include "native/algorithms/exchange.h"
 #include "native/algorithms/p2p.h"
 #include "native/bootstrap/bootstrap.h"
+#include "native/collective_comm.h"
 #include "native/common/status.h"
 #include "native/fallback/hierarchy.h"
 #include "native/fallback/stock_comm.h"
@@ -21,21 +22,18 @@
 
 namespace mscclpp_nccl {
 
-class Communicator;
-
 class RoutedComm {
  public:
   // Collective over every rank of `bootstrap`. `intra` is this rank's intra-host communicator for
   // kHierarchical (already created by the caller), null for kAllStock.
   static Status create(Bootstrap& bootstrap, const Topology& topology, const HostLayout& layout,
-                       CommPath path, std::unique_ptr<Communicator> intra, std::unique_ptr<RoutedComm>* out);
+                       CommPath path, std::unique_ptr<CollectiveComm> intra,
+                       std::unique_ptr<RoutedComm>* out);
   ~RoutedComm();
   RoutedComm(const RoutedComm&) = delete;
   RoutedComm& operator=(const RoutedComm&) = delete;
 
   CommPath path() const { return path_; }
-  // The intra-host communicator (hierarchical), else null: windows register there.
-  Communicator* intra() const { return intra_.get(); }
   size_t deviceBytes() const;
 
   // As Communicator's; each enqueues on `stream` only.
@@ -69,8 +67,8 @@ class RoutedComm {
   CommPath path_ = CommPath::kAllStock;
   int rank_ = 0;
   HostLayout layout_;
-  bool contiguous_ = true;  // every host's ranks are numbered consecutively
-  std::unique_ptr<Communicator> intra_;
+  bool contiguous_ = true;                 // every host's ranks are numbered consecutively
+  std::unique_ptr<CollectiveComm> intra_;  // hierarchical: this host's communicator of ours
   std::unique_ptr<StockComm> rail_;
   std::unique_ptr<StockComm> world_;
   std::vector<char*> scratch_;  // the last is the current one
