@@ -30,6 +30,12 @@ OBJ_DIR = ROOT / "build" / "native"
 SONAME = "libnccl.so.2"
 EXPORTS_MAP = ROOT / "shim" / "exports.map"
 HEADER_SUFFIXES = (".h", ".cuh", ".hpp", ".inc")
+# The package's version, written once in mscclpp_nccl/__init__.py; the library's log banner shows it.
+VERSION = next(
+    line.split('"')[1]
+    for line in (ROOT / "mscclpp_nccl" / "__init__.py").read_text().splitlines()
+    if line.startswith("__version__")
+)
 
 
 def _nvcc() -> str:
@@ -67,6 +73,7 @@ def _compile_flags(archs: list[str]) -> list[str]:
         "-std=c++17",
         "-O3",
         f"-I{ROOT}",
+        f'-DMSCCLPP_NCCL_VERSION="{VERSION}"',
         "-Xcompiler",
         "-fPIC,-fvisibility=hidden,-Wall",
         "--expt-relaxed-constexpr",

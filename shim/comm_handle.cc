@@ -82,6 +82,7 @@ ncclResult_t startWorker(ncclComm* comm, const CommJob& job) {
 }  // namespace
 
 ncclResult_t startCommJob(ncclComm* comm, CommJob job) {
+  mscclpp_nccl::logBanner();  // once per process, as stock prints "NCCL version" at init
   if (groupDepth() > 0) {
     // The handle may be destroyed before ncclGroupEnd runs this: it stays in use until then.
     deferToGroupEnd([comm, job = std::move(job), use = std::make_shared<CommUse>(comm)]() {

@@ -49,7 +49,7 @@ bool shareId(const std::string& path, int rank, UniqueId* id) {
   return false;
 }
 
-int fail(const std::string& what) {
+int failed(const std::string& what) {
   printf("FAIL %s (%s)\n", what.c_str(), lastError());
   return 1;
 }
@@ -65,23 +65,23 @@ int main(int argc, char** argv) {
   const int silent = argc > 4 ? atoi(argv[4]) : -1;
   const int late = argc > 6 ? atoi(argv[5]) : -1, lateMs = argc > 6 ? atoi(argv[6]) : 0;
   UniqueId id;
-  if (!shareId(argv[1], rank, &id)) return fail("sharing the id");
+  if (!shareId(argv[1], rank, &id)) return failed("sharing the id");
   std::unique_ptr<Bootstrap> bootstrap;
-  if (!ok(Bootstrap::create(id, rank, nranks, 60, &bootstrap))) return fail("bootstrap");
+  if (!ok(Bootstrap::create(id, rank, nranks, 60, &bootstrap))) return failed("bootstrap");
 
   // Every rank is its own process; the topology needs no GPU for that.
   Topology topology;
   topology.ranks.resize(nranks);
   topology.ranks[rank].hostId = 1;
   topology.ranks[rank].processId = static_cast<uint64_t>(getpid());
-  if (!ok(bootstrap->allGather(topology.ranks.data(), sizeof(RankInfo)))) return fail("all-gather");
+  if (!ok(bootstrap->allGather(topology.ranks.data(), sizeof(RankInfo)))) return failed("all-gather");
 
   int offered = -1;
   const std::string text = "rank " + std::to_string(rank);
   if (rank != silent) {
     offered = memfd_create("fd_passing_driver", MFD_CLOEXEC);
     if (offered < 0 || write(offered, text.data(), text.size()) != static_cast<ssize_t>(text.size()))
-      return fail("memfd");
+      return failed("memfd");
   }
   std::vector<int> received;
   if (rank == late) std::this_thread::sleep_for(std::chrono::milliseconds(lateMs));
@@ -93,12 +93,12 @@ int main(int argc, char** argv) {
   printf("EXCHANGE rank %d took %.3f s\n", rank,
          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   fflush(stdout);
-  if (!ok(exchanged)) return fail("exchangeFds");
+  if (!ok(exchanged)) return failed("exchangeFds");
   for (int r = 0; r < nranks; ++r) {
     const bool expected = r != rank && r != silent;
     if (!expected) {
       if (received[r] != -1)
-        return fail("a descriptor from rank " + std::to_string(r) + ", which offered none");
+        return failed("a descriptor from rank " + std::to_string(r) + ", which offered none");
       continue;
     }
     char buffer[64] = {};
@@ -106,11 +106,11 @@ int main(int argc, char** argv) {
     if (received[r] < 0 ||
         pread(received[r], buffer, sizeof(buffer) - 1, 0) != static_cast<ssize_t>(want.size()) ||
         want != buffer)
-      return fail("the descriptor of rank " + std::to_string(r) + " reads '" + buffer + "'");
+      return failed("the descriptor of rank " + std::to_string(r) + " reads '" + buffer + "'");
     close(received[r]);
   }
   if (offered >= 0) close(offered);
-  if (!ok(bootstrap->barrier())) return fail("barrier");
+  if (!ok(bootstrap->barrier())) return failed("barrier");
   printf("OK rank %d\n", rank);
   return 0;
 }

@@ -56,6 +56,9 @@ def test_info_shows_version(nccl_lib: Path) -> None:
     assert str(nccl_lib) in r.stdout
     assert "2.32.3" in r.stdout and "23203" in r.stdout
     assert "NCCL API:  2.32" in r.stdout
+    from mscclpp_nccl import __version__
+
+    assert r.stdout.startswith(f"package:   mscclpp-nccl {__version__}\n")
     assert "GPUs:" in r.stdout
 
 

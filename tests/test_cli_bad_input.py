@@ -124,3 +124,17 @@ def test_from_raw_of_the_right_format_but_wrong_contents(tmp_path: Path) -> None
     c = case(f"mscclpp_nccl.tune --from-raw {raw} --out {tmp_path / 't.json'}", 2, "malformed results")
     r = run_case(c, tmp_path)
     assert "Traceback" not in r.stderr and r.returncode == 2 and c.says in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("argv", [["mscclpp_nccl", "info"], ["mscclpp_nccl.bench", "--help"]])
+def test_a_reader_that_goes_away_is_no_error(argv: list[str], tmp_path: Path) -> None:
+    """`python -m mscclpp_nccl info | head -1`: no traceback when stdout's reader has gone."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, env=env
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) in (0, 141), err
+    assert "Traceback" not in err, err

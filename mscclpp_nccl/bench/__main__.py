@@ -1,7 +1,6 @@
 """`python -m mscclpp_nccl.bench`: runs the benchmark's command (see mscclpp_nccl.bench)."""
 
-import sys
-
+from .._cli import exit_with
 from .cli import main
 
-sys.exit(main())
+exit_with(main)

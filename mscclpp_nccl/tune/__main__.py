@@ -1,7 +1,6 @@
 """`python -m mscclpp_nccl.tune`: runs the tuner's command (see mscclpp_nccl.tune)."""
 
-import sys
-
+from .._cli import exit_with
 from .driver import main
 
-sys.exit(main())
+exit_with(main)
