@@ -13,41 +13,6 @@ using mscclpp_nccl::Status;
 
 namespace {
 
-ncclResult_t checkBuffers(const void* send, const void* recv, size_t count, const char* function) {
-  if (count > 0 && (send == nullptr || recv == nullptr))
-    return toNccl(fail(Status::kInvalidArgument, "%s: NULL buffer with count %zu", function, count));
-  return ncclSuccess;
-}
-
-ncclResult_t checkRoot(ncclComm* comm, int root, const char* function) {
-  if (root < 0 || root >= comm->nranks)
-    return toNccl(
-        fail(Status::kInvalidArgument, "%s: root %d is not in [0, %d)", function, root, comm->nranks));
-  return ncclSuccess;
-}
-
-// Checks of a collective's data; `send`/`recv` are NULL-checked only where this rank uses them.
-ncclResult_t checkData(ncclDataType_t type, size_t count, const void* send, const void* recv,
-                       const char* function) {
-  NCCL_TRY(checkTypeAndCount(type, count, function));
-  return checkBuffers(send, recv, count, function);
-}
-
-// Checks shared by every collective without a root.
-ncclResult_t checkCollective(ncclComm* comm, ncclDataType_t type, size_t count, const void* send,
-                             const void* recv, const char* function) {
-  NCCL_TRY(checkReadyComm(comm, function));
-  return checkData(type, count, send, recv, function);
-}
-
-// Count of elements that the widest buffer of a collective holds (count * nranks must not overflow).
-ncclResult_t checkScaledCount(ncclComm* comm, ncclDataType_t type, size_t count, const char* function) {
-  if (comm->nranks > 0 && count > SIZE_MAX / comm->nranks)
-    return toNccl(fail(Status::kInvalidArgument, "%s: count %zu times %d ranks overflows", function, count,
-                       comm->nranks));
-  return checkTypeAndCount(type, count * comm->nranks, function);
-}
-
 ncclResult_t runExchange(ncclComm* comm, const mscclpp_nccl::ExchangeArgs& args, cudaStream_t stream,
                          const char* function) {
   return enqueue(comm, stream, function,
@@ -59,15 +24,6 @@ DataType native(ncclDataType_t type) { return static_cast<DataType>(type); }
 const void* sentinel() {
   static const char unused = 0;  // stands for a buffer this rank does not use
   return &unused;
-}
-
-// ncclCollConfig_t tunes resources only; it is checked for a valid header and otherwise ignored.
-ncclResult_t checkCollConfig(const ncclCollConfig_t* config, const char* function) {
-  if (config != nullptr && config->magic != NCCL_API_MAGIC)
-    return toNccl(fail(Status::kInvalidArgument,
-                       "%s: ncclCollConfig_t has a bad magic: initialize it with NCCL_COLLCONFIG_INITIALIZER",
-                       function));
-  return ncclSuccess;
 }
 
 ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,

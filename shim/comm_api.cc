@@ -3,6 +3,7 @@
 #include <chrono>
 #include <vector>
 
+#include "shim/arg_checks.h"
 #include "shim/comm_handle.h"
 
 using mscclpp_nccl::Communicator;

@@ -14,30 +14,6 @@ void retireHandle(ncclComm* comm) {
   quarantine->add(comm);
 }
 
-ncclResult_t checkKnownComm(ncclComm_t comm, const char* function) {
-  if (comm == nullptr) return toNccl(fail(Status::kInvalidArgument, "%s: comm is NULL", function));
-  if (comm->magic != ncclComm::kMagic)
-    return toNccl(fail(Status::kInvalidArgument, "%s: comm is not a valid communicator", function));
-  if (comm->state.load() == CommState::kDestroyed)
-    return toNccl(fail(Status::kInvalidArgument, "%s: comm was already destroyed", function));
-  return ncclSuccess;
-}
-
-ncclResult_t checkReadyComm(ncclComm_t comm, const char* function) {
-  NCCL_TRY(checkKnownComm(comm, function));
-  switch (comm->state.load()) {
-    case CommState::kReady:
-      return ncclSuccess;
-    case CommState::kInitializing:
-      return toNccl(fail(Status::kInvalidUsage, "%s: comm is still initializing", function));
-    case CommState::kAborted:
-      return toNccl(fail(Status::kInvalidArgument, "%s: comm was aborted", function));
-    default:
-      return toNccl(fail(Status::kInvalidUsage, "%s: comm failed to initialize: %s", function,
-                         comm->initError.c_str()));
-  }
-}
-
 namespace {
 
 void runJob(ncclComm* comm, const CommJob& job) {

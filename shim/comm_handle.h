@@ -74,11 +74,6 @@ constexpr size_t kDestroyedHandlesKept = 1024;
 // once nothing uses it.
 void retireHandle(ncclComm* comm);
 
-// Checks that `comm` is a live handle whose initialisation finished.
-ncclResult_t checkReadyComm(ncclComm_t comm, const char* function);
-// Checks that `comm` is a handle this library made and that it was not destroyed.
-ncclResult_t checkKnownComm(ncclComm_t comm, const char* function);
-
 // Runs fn(Communicator&) -> Status under the shared lock that keeps `impl` alive (abort and destroy
 // take it exclusively); fails with `goneMessage` when the native communicator is already gone.
 template <typename Fn>

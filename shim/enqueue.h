@@ -9,14 +9,9 @@
 #include <shared_mutex>
 
 #include "native/common/data_type.h"
+#include "shim/arg_checks.h"
 #include "shim/comm_handle.h"
 #include "shim/group.h"
-
-// Checks that `stream` belongs to the communicator's device.
-ncclResult_t checkStream(ncclComm* comm, cudaStream_t stream, const char* function);
-
-// Checks a datatype and that `count` elements of it fit in size_t bytes.
-ncclResult_t checkTypeAndCount(ncclDataType_t type, size_t count, const char* function);
 
 // Runs one call of `comm` in its call order: `body(Communicator&, cudaStream_t launch)` issues the
 // work on streams[0], after the comm's previous call (whatever its stream), with streams[1..count)

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "native/transport/device_memory.h"
+#include "shim/arg_checks.h"
 #include "shim/comm_handle.h"
 #include "shim/group.h"
 #include "shim/live_handles.h"

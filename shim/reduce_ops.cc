@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "shim/arg_checks.h"
+
 using mscclpp_nccl::BinaryOp;
 using mscclpp_nccl::DataType;
 using mscclpp_nccl::fail;

@@ -1,0 +1,32 @@
+// Every argument check of the C API, in one place (as NCCL's argcheck.cc). Each returns ncclSuccess or
+// the error NCCL gives, with the reason left for ncclGetLastError; `function` names the API call.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "shim/comm_handle.h"
+
+// Checks that `comm` is a handle this library made and that it was not destroyed.
+ncclResult_t checkKnownComm(ncclComm_t comm, const char* function);
+// Checks that `comm` is a live handle whose initialisation finished.
+ncclResult_t checkReadyComm(ncclComm_t comm, const char* function);
+// Checks that `stream` belongs to the communicator's device.
+ncclResult_t checkStream(ncclComm* comm, cudaStream_t stream, const char* function);
+// Checks a datatype and that `count` elements of it fit in size_t bytes.
+ncclResult_t checkTypeAndCount(ncclDataType_t type, size_t count, const char* function);
+// Checks that buffers a call reads or writes are not NULL when it moves data.
+ncclResult_t checkBuffers(const void* send, const void* recv, size_t count, const char* function);
+// Checks that `root` is a rank of the communicator.
+ncclResult_t checkRoot(ncclComm* comm, int root, const char* function);
+// Checks of a collective's data; `send`/`recv` are NULL-checked only where this rank uses them.
+ncclResult_t checkData(ncclDataType_t type, size_t count, const void* send, const void* recv,
+                       const char* function);
+// Checks shared by every collective without a root.
+ncclResult_t checkCollective(ncclComm* comm, ncclDataType_t type, size_t count, const void* send,
+                             const void* recv, const char* function);
+// Count of elements that the widest buffer of a collective holds (count * nranks must not overflow).
+ncclResult_t checkScaledCount(ncclComm* comm, ncclDataType_t type, size_t count, const char* function);
+// ncclCollConfig_t tunes resources only; it is checked for a valid header and otherwise ignored.
+ncclResult_t checkCollConfig(const ncclCollConfig_t* config, const char* function);
