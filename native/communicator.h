@@ -55,6 +55,8 @@ class Communicator final : public CollectiveComm {
   Communicator& operator=(const Communicator&) = delete;
 
   int rank() const override { return rank_; }
+  // NCCL's commHash: what NCCL_DEBUG=INFO and the stall reports name the communicator by.
+  uint64_t commHash() const { return commHash_; }
   int size() const { return nranks_; }
   int cudaDevice() const { return device_; }
   int ranksOnMyGpu() const { return topology_.ranksOnMyGpu; }

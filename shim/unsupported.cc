@@ -23,7 +23,6 @@ struct MultimemHandle {  // ncclMultimemHandle_t
 };
 enum CftTeamMode : int {};       // ncclCftTeamMode_t
 typedef uint32_t CftLeId;        // ncclCftLeId
-struct CommProperties;           // ncclCommProperties_t
 struct DevCommRequirements;      // ncclDevCommRequirements_t
 struct DevComm;                  // ncclDevComm_t
 struct DevResourceRequirements;  // ncclDevResourceRequirements_t
@@ -158,10 +157,6 @@ NCCL_API(void, ncclResetDebugInit, (void)) {}
 extern "C" __attribute__((visibility("default"))) void ncclResetDebugInitInternal(void) {}
 
 // ---- nccl_device/host.h: device communicators ---------------------------------------------------
-
-NCCL_API(ncclResult_t, ncclCommQueryProperties, (ncclComm_t comm, CommProperties* props), comm, props) {
-  return notImplemented("ncclCommQueryProperties");
-}
 
 NCCL_API(ncclResult_t, ncclDevCommCreate,
          (ncclComm_t comm, const DevCommRequirements* reqs, DevComm* outDevComm), comm, reqs, outDevComm) {
