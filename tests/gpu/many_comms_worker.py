@@ -179,7 +179,13 @@ def draw_call(rng: random.Random, size: int, dtypes: Sequence[str], max_bytes: i
 
 
 def comm_schedule(
-    comm: int, color: int, size: int, phase: int, seed: int, dtypes: Sequence[str]
+    comm: int,
+    color: int,
+    size: int,
+    phase: int,
+    seed: int,
+    dtypes: Sequence[str],
+    graph_share: float = GRAPH_SHARE,
 ) -> list[Item]:
     """The items of one communicator (split `comm`, group `color`, `size` ranks) in one phase. Seeded
     by the communicator alone: every member draws the same list."""
@@ -187,7 +193,7 @@ def comm_schedule(
     items = []
     slot = rng.random()
     for seq in range(rng.randint(*ITEMS_PER_COMM)):
-        if rng.random() < GRAPH_SHARE:
+        if rng.random() < graph_share:
             calls = tuple(draw_call(rng, size, dtypes, GRAPH_MAX_BYTES) for _ in range(rng.randint(1, 3)))
             replays = rng.randint(2, 4)
         else:
@@ -198,24 +204,32 @@ def comm_schedule(
     return items
 
 
-def rank_items(rank: int, nranks: int, phase: int, seed: int, dtypes: Sequence[str]) -> list[Item]:
+def rank_items(
+    rank: int, nranks: int, phase: int, seed: int, dtypes: Sequence[str], graph_share: float = GRAPH_SHARE
+) -> list[Item]:
     """Every item of this rank's communicators in one phase, communicator by communicator."""
     items: list[Item] = []
     for comm, spec in enumerate(SPLITS):
         size = len(split_members(spec, rank, nranks))
-        items += comm_schedule(comm, spec.color(rank, nranks), size, phase, seed, dtypes)
+        items += comm_schedule(comm, spec.color(rank, nranks), size, phase, seed, dtypes, graph_share)
     return items
 
 
 def rank_plan(
-    rank: int, nranks: int, phase: int, seed: int, dtypes: Sequence[str], streams: int = STREAMS
+    rank: int,
+    nranks: int,
+    phase: int,
+    seed: int,
+    dtypes: Sequence[str],
+    streams: int = STREAMS,
+    graph_share: float = GRAPH_SHARE,
 ) -> list[Step]:
     """The order in which `rank` issues its items in one phase, and the stream of each.
 
     Streams are drawn per rank. The issue order is a random topological order (rank-seeded) of two
     constraints: a communicator's items in schedule order, and a stream's items in global slot order.
     The item with the lowest slot left always satisfies both, so the walk never gets stuck."""
-    items = sorted(rank_items(rank, nranks, phase, seed, dtypes), key=lambda it: it.order_key)
+    items = sorted(rank_items(rank, nranks, phase, seed, dtypes, graph_share), key=lambda it: it.order_key)
     rng = random.Random(f"interleave/{seed}/{phase}/{rank}")
     stream_of = {(it.comm, it.seq): rng.randrange(streams) for it in items}
     steps: list[Step] = []
@@ -372,7 +386,7 @@ class Stress:
                 f"{members.index(self.rank)} of {len(members)}"
             )
             self.comms.append(comm)
-        self.streams = [cp.cuda.Stream(non_blocking=True) for _ in range(STREAMS)]
+        self.streams = [cp.cuda.Stream(non_blocking=True) for _ in range(args.streams)]
         self.world_stream = cp.cuda.Stream(non_blocking=True)
         self.calls = 0
         self.graph_calls = 0
@@ -512,7 +526,9 @@ class Stress:
     # --- phases -----------------------------------------------------------------------------------
     def phase(self, phase: int) -> None:
         cp = self.cp
-        steps = rank_plan(self.rank, self.size, phase, self.args.seed, self.dtypes)
+        steps = rank_plan(
+            self.rank, self.size, phase, self.args.seed, self.dtypes, self.args.streams, self.args.graph_share
+        )
         self.watchdog.beat(f"preparing phase {phase}")
         launched = [
             Launched(step, [self.buffers(phase, step.item, i, c) for i, c in enumerate(step.item.calls)])
@@ -590,6 +606,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="run phases for at least this long")
     parser.add_argument("--stall", type=float, default=60.0, help="fail when nothing progresses this long")
     parser.add_argument("--seed", type=int, default=20261205, help="seed of every schedule")
+    # To narrow a stall down: fewer streams per rank, or no CUDA graphs.
+    parser.add_argument("--streams", type=int, default=STREAMS, help="streams per rank")
+    parser.add_argument("--graph-share", type=float, default=GRAPH_SHARE, help="share of items captured")
     args = parser.parse_args(argv)
     try:
         Stress(args).run()
