@@ -104,6 +104,8 @@ class FakeLibResources:
 
     def __init__(self) -> None:
         self.buffers: list[Any] = []
+        self.registered: list[str] = []  # "buffer" (ncclCommRegister) or "window", in call order
+        self.deregistered = 0
 
     def ncclMemAlloc(self, p: Any, size: int) -> int:
         buf = ctypes.create_string_buffer(size)
@@ -112,6 +114,25 @@ class FakeLibResources:
         return 0
 
     def ncclMemFree(self, p: Any) -> int:
+        return 0
+
+    def ncclCommRegister(self, comm: Any, buff: Any, size: int, handle: Any) -> int:
+        self.registered.append("buffer")
+        handle[0] = ffi.cast("void*", 0x7000 + len(self.registered))
+        return 0
+
+    def ncclCommWindowRegister(self, comm: Any, buff: Any, size: int, win: Any, flags: int) -> int:
+        assert flags == 1  # NCCL_WIN_COLL_SYMMETRIC, as nccl-tests -R 2
+        self.registered.append("window")
+        win[0] = ffi.cast("ncclWindow_t", 0x7000 + len(self.registered))
+        return 0
+
+    def ncclCommDeregister(self, comm: Any, handle: Any) -> int:
+        self.deregistered += 1
+        return 0
+
+    def ncclCommWindowDeregister(self, comm: Any, win: Any) -> int:
+        self.deregistered += 1
         return 0
 
     def ncclCommGetAsyncError(self, comm: Any, err: Any) -> int:
@@ -129,3 +150,35 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+class FileWorld:
+    """A World whose ranks are processes: every exchange goes through files in a shared directory (one per
+    rank and call; the ranks make the same calls in the same order)."""
+
+    def __init__(self, directory: str, rank: int, n: int, timeout: float = 60.0) -> None:
+        import pathlib
+
+        self.dir = pathlib.Path(directory)
+        self.rank, self.n, self.timeout = rank, n, timeout
+        self.calls = 0
+
+    def exchange(self, rank: int, value: Any) -> list[Any]:
+        import os
+        import pickle
+        import time
+
+        call, self.calls = self.calls, self.calls + 1
+        tmp = self.dir / f"{call}.{rank}.tmp"
+        tmp.write_bytes(pickle.dumps(value))
+        os.replace(tmp, self.dir / f"{call}.{rank}")
+        deadline = time.monotonic() + self.timeout
+        values = []
+        for r in range(self.n):
+            path = self.dir / f"{call}.{r}"
+            while not path.exists():
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"rank {r} did not reach exchange {call}")
+                time.sleep(0.001)
+            values.append(pickle.loads(path.read_bytes()))
+        return values

@@ -90,9 +90,8 @@ def test_default_options() -> None:
 
 
 def test_options_as_nccl_tests() -> None:
-    o = b.parse_args(
-        "broadcast -b 1K -e 1M -f 4 -n 7 -w 2 -c 0 -G 3 -d bf16 -o max -r 2 -a 3 -C 1 -N 8 --no-mps".split()
-    )
+    line = "broadcast -b 1K -e 1M -f 4 -n 7 -w 2 -c 0 -G 3 -d bf16 -o max -r 2 -a 3 -C 1 --nranks 8 --no-mps"
+    o = b.parse_args(line.split())
     assert (o.min_bytes, o.max_bytes, o.step_factor) == (1024, 1 << 20, 4)
     assert (o.iters, o.warmup_iters, o.check, o.graph_launches) == (7, 2, 0, 3)
     assert [t.name for t in o.types] == ["bfloat16"] and o.ops == ["max"]
@@ -107,6 +106,61 @@ def test_options_as_nccl_tests() -> None:
     assert b.parse_args(["all_reduce", "-J", "y.json"]).json_path == "y.json"
 
 
+# Every option of nccl-tests 2.19 (its getopt string and long names), with a value its users pass, and
+# whether the benchmark honours it (True) or refuses it naming it (False).
+NCCL_TESTS_OPTIONS = [
+    ("-t", "--nthreads", "1", True),
+    ("-g", "--ngpus", "1", True),
+    ("-b", "--minbytes", "8", True),
+    ("-e", "--maxbytes", "128M", True),
+    ("-i", "--stepbytes", "1M", True),
+    ("-f", "--stepfactor", "2", True),
+    ("-n", "--iters", "20", True),
+    ("-m", "--agg_iters", "2", True),
+    ("-w", "--warmup_iters", "5", True),
+    ("-N", "--run_cycles", "2", True),
+    ("-p", "--parallel_init", "1", True),
+    ("-c", "--check", "1", True),
+    ("-o", "--op", "all", True),
+    ("-d", "--datatype", "all", True),
+    ("-r", "--root", "0", True),
+    ("-z", "--blocking", "1", True),
+    ("-y", "--stream_null", "1", True),
+    ("-T", "--timeout", "0", True),
+    ("-G", "--cudagraph", "10", True),
+    ("-C", "--report_cputime", "1", True),
+    ("-S", "--report_timestamps", "1", False),
+    ("-J", "--output_file", "out.json", True),
+    ("-a", "--average", "3", True),
+    ("-R", "--local_register", "2", True),
+    ("-x", "--cta_policy", "1", True),
+    ("-D", "--device_implementation", "1", False),
+    ("-V", "--device_cta_count", "16", True),
+    ("-M", "--memory_report", "1", False),
+]
+
+
+@pytest.mark.parametrize(("short", "long", "value", "honoured"), NCCL_TESTS_OPTIONS)
+def test_every_nccl_tests_option_is_honoured_or_refused_by_name(
+    short: str, long: str, value: str, honoured: bool
+) -> None:
+    for flag in (short, long):
+        if honoured:
+            b.parse_args(["all_reduce", flag, value])
+        else:
+            with pytest.raises(b.UsageError, match=f"{short}/{long}"):
+                b.parse_args(["all_reduce", flag, value])
+    if not honoured:  # the value nccl-tests defaults to is accepted
+        b.parse_args(["all_reduce", short, "0"])
+
+
+def test_every_nccl_tests_option_is_listed() -> None:
+    """nccl-tests 2.19's getopt string; -h is argparse's."""
+    getopt = "t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:hG:C:a:R:x:D:V:J:S:M:"
+    letters = {f"-{c}" for c in getopt.replace(":", "")} - {"-h"}
+    assert letters == {short for short, *_ in NCCL_TESTS_OPTIONS}
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -119,7 +173,19 @@ def test_options_as_nccl_tests() -> None:
         ["all_reduce", "-d", "float128"],
         ["all_reduce", "-o", "xor"],
         ["all_reduce", "-r", "-3"],
-        ["all_reduce", "-N", "0"],
+        ["all_reduce", "--nranks", "0"],
+        ["all_reduce", "-N", "-1"],
+        ["all_reduce", "-g", "0"],
+        ["all_reduce", "-t", "0"],
+        ["all_reduce", "-g", "2", "--nranks", "4"],
+        ["all_reduce", "-p", "2"],
+        ["all_reduce", "-y", "2"],
+        ["all_reduce", "-y", "1", "-G", "1"],
+        ["all_reduce", "-R", "3"],
+        ["all_reduce", "-D", "1"],
+        ["all_reduce", "-S", "1"],
+        ["all_reduce", "-M", "1"],
+        ["all_reduce", "-T", "-1"],
         ["all_reduce", "-b", "12Q"],
         ["all_reduce", "-f", "1", "-i", "0"],  # never grows
     ],
@@ -581,17 +647,20 @@ def test_combine_times() -> None:
 
 
 def test_launch_plan() -> None:
+    # As nccl-tests: one rank (-g 1 -t 1) unless -g/-t say more; --nranks, ours, shares GPUs.
     o = b.parse_args(["all_reduce"])
-    assert b.launch_plan(o, 1, {})[:3] == (4, True, {})
-    assert b.launch_plan(o, 8, {})[:3] == (8, False, {})
-    assert b.launch_plan(o, 2, {})[:3] == (2, False, {})
-    assert b.launch_plan(b.parse_args(["all_reduce", "-N", "8", "--no-mps"]), 1, {})[:2] == (8, False)
-    stock = b.parse_args(["all_reduce", "--lib", "/x/libnccl.so.2"])
+    assert b.launch_plan(o, 1, {})[:3] == (1, False, {})
+    assert b.launch_plan(o, 8, {})[:3] == (1, False, {})
+    assert b.launch_plan(b.parse_args(["all_reduce", "-g", "8"]), 8, {})[:3] == (8, False, {})
+    assert b.launch_plan(b.parse_args(["all_reduce", "-g", "2", "-t", "2"]), 4, {})[:3] == (4, False, {})
+    assert b.launch_plan(b.parse_args(["all_reduce", "--nranks", "4"]), 1, {})[:3] == (4, True, {})
+    assert b.launch_plan(b.parse_args(["all_reduce", "--nranks", "8", "--no-mps"]), 1, {})[:2] == (8, False)
+    stock = b.parse_args(["all_reduce", "--lib", "/x/libnccl.so.2", "--nranks", "4"])
     assert b.launch_plan(stock, 1, {})[2] == {"NCCL_MAX_CTAS": "8"}
-    assert b.launch_plan(b.parse_args(["all_reduce", "--lib", "x", "-N", "8"]), 1, {})[2] == {
+    assert b.launch_plan(b.parse_args(["all_reduce", "--lib", "x", "--nranks", "8"]), 1, {})[2] == {
         "NCCL_MAX_CTAS": "4"
     }
-    assert b.launch_plan(b.parse_args(["all_reduce", "--lib", "x", "-N", "2"]), 1, {})[2] == {}
+    assert b.launch_plan(b.parse_args(["all_reduce", "--lib", "x", "--nranks", "2"]), 1, {})[2] == {}
     assert b.launch_plan(stock, 1, {"NCCL_MAX_CTAS": "2"})[2] == {}
 
 
@@ -627,6 +696,7 @@ class _Stream:
         return _Graph()
 
 
+_Stream.null = _Stream()  # type: ignore[attr-defined]  # CuPy's NULL stream (-y 1)
 FAKE_CUPY = fake.fake_cupy(fake.HostRuntime, _Stream)
 TYPE_BY_CODE = fake.TYPE_BY_CODE
 
@@ -938,19 +1008,32 @@ def test_worker_odd_ranks_and_types(coll: str, capsys: pytest.CaptureFixture[str
         ["-a", "0", "-C", "1"],
         ["-c", "2", "--alloc", "cuda"],
         ["-i", "1000", "-b", "1000", "-e", "3000"],
+        ["-N", "3", "-f", "128"],
+        ["-y", "1"],
+        ["-R", "1"],
+        ["-R", "2"],
+        ["-x", "1", "-p", "1", "-V", "8", "-T", "0"],
     ],
 )
 def test_worker_modes(extra: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    codes, _ = run_fake(
+    codes, libs = run_fake(
         ["sendrecv" if "-m" in extra else "all_reduce", "-b", "8", "-e", "1K", "-w", "1", "-n", "2", *extra],
         2,
     )
     captured = capsys.readouterr()
     assert codes == [0, 0], captured.err
+    rows = _table(captured.out)
+    # Every result checked and right (sendrecv in place is not checked, as in nccl-tests).
+    assert all(r[8] == "0" and r[-1] in ("0", "N/A") for r in rows), captured.out
     if "-C" in extra:
         assert "cputime" in captured.out
     if "-i" in extra:
-        assert [int(r[0]) for r in _table(captured.out)] == [1000, 2000, 3000]
+        assert [int(r[0]) for r in rows] == [1000, 2000, 3000]
+    if "-N" in extra:  # the sweep, printed -N times
+        assert [int(r[0]) for r in rows] == [8, 1024] * 3
+    if "-R" in extra:  # both buffers, registered then released
+        kind = "window" if extra[1] == "2" else "buffer"
+        assert all(lib.registered == [kind, kind] and lib.deregistered == 2 for lib in libs)
 
 
 def test_worker_counts_wrong_results(capsys: pytest.CaptureFixture[str]) -> None:
@@ -1035,7 +1118,7 @@ def test_main_launches_workers(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -
     monkeypatch.delenv("NCCL_MAX_CTAS", raising=False)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "libnccl.so.2").write_bytes(b"")
-    assert b.main(["all_gather", "-b", "1K", "--lib", "libnccl.so.2"]) == 0
+    assert b.main(["all_gather", "-b", "1K", "--lib", "libnccl.so.2", "--nranks", "4"]) == 0
     assert seen["nranks"] == 4 and seen["mps"] is True
     assert seen["prefix"] is False and seen["unique_id"] is False
     assert seen["env"]["NCCL_MAX_CTAS"] == "8"
@@ -1043,5 +1126,6 @@ def test_main_launches_workers(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -
     assert cmd[1:3] == ["-m", "mscclpp_nccl.bench"] and "--worker" in cmd
     assert cmd[-2:] == ["--lib", str(tmp_path / "libnccl.so.2")]
     assert b.parse_args(cmd[3:]).worker
-    assert b.main(["broadcast", "-r", "4"]) == 2  # 4 ranks: no rank 4
+    assert b.main(["broadcast", "-r", "4", "--nranks", "4"]) == 2  # 4 ranks: no rank 4
+    assert b.main(["all_reduce", "-g", "2"]) == 2  # 2 ranks, one GPU each, on 1 GPU: as nccl-tests, no
     assert b.main(["all_reduce", "--lib", "missing.so"]) == 2

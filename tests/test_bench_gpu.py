@@ -33,7 +33,7 @@ def run_bench(args: list[str], tmp_path: Path, timeout: float = 900) -> tuple[st
     env.setdefault("MSCCLPP_NCCL_WAIT_TIMEOUT", "60")
     env.setdefault("MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT", "60")
     path = tmp_path / "bench.json"
-    cmd = [sys.executable, "-m", "mscclpp_nccl.bench", *args, "-N", str(RANKS), "-T", "120"]
+    cmd = [sys.executable, "-m", "mscclpp_nccl.bench", *args, "--nranks", str(RANKS), "-T", "120"]
     cmd += ["--run-timeout", str(timeout), "--json", str(path)]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout + 60)
     output = proc.stdout + proc.stderr

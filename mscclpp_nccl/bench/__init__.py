@@ -1,10 +1,15 @@
 """`python -m mscclpp_nccl.bench COLLECTIVE [options]`: an nccl-tests-compatible benchmark.
 
-Starts N ranks through the launcher (one process per rank, one GPU each, shared under MPS when there are
-more ranks than GPUs), each re-invoking this module with --worker. Every rank drives one communicator of
-the library under test (ours by default, any libnccl.so.2 with --lib) through the cffi binding, on one
-CUDA stream, and rank 0 prints the table in nccl-tests' layout: the same columns, widths and units, the
-same size/count conventions, algbw/busbw factors, timing method and data check semantics.
+Starts its ranks through the launcher, one process per rank, each re-invoking this module with --worker:
+-t x -g ranks as nccl-tests (one by default), one GPU each, or --nranks N (ours), which shares GPUs
+under MPS when N exceeds them. Under mpirun (Open MPI, MPICH, Intel MPI, MVAPICH) each process is one
+rank of MPI's world instead, as nccl-tests built with MPI; rank 0's bookkeeping address comes from
+MASTER_ADDR/MASTER_PORT, mpi4py, or (every rank on one host) a file (mscclpp_nccl.mpi_world).
+Every nccl-tests 2.19 option is taken with its meaning, except -D > 0, -S 1 and -M 1, refused by name.
+Every rank drives one communicator of the library under test (ours by default, any libnccl.so.2 with
+--lib) through the cffi binding, on one CUDA stream, and rank 0 prints the table in nccl-tests' layout:
+the same columns, widths and units, the same size/count conventions, algbw/busbw factors, timing method
+and data check semantics.
 
 Timing is nccl-tests': per size, warm-up calls, then host wall time around `iters` back-to-back calls and
 a stream synchronisation (with -G, the calls are captured into a CUDA graph which is launched G times),

@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from ..mpi_world import MpiWorld
 from ..progress import RankView
 from .collectives import ROOTED
 from .options import Options, build_parser, parse_args, run_command
@@ -16,15 +17,20 @@ PROG = "python -m mscclpp_nccl.bench"
 
 
 def default_ranks(ngpus: int) -> int:
-    """The number of GPUs, or 4 ranks sharing the GPU when there is only one."""
+    """The tuner's default: the number of GPUs, or 4 ranks sharing the GPU when there is only one."""
     return ngpus if ngpus > 1 else 4
+
+
+def bench_ranks(opts: Options) -> int:
+    """The ranks of a run: --nranks, else nccl-tests' -t x -g (1 by default, as nccl-tests)."""
+    return opts.ranks if opts.ranks is not None else opts.nthreads * opts.ngpus
 
 
 def launch_plan(
     opts: Options, ngpus: int, env: dict[str, str]
 ) -> tuple[int, bool, dict[str, str], list[str]]:
     """(ranks, use MPS, environment additions, notes) for a run on ngpus GPUs."""
-    nranks = opts.ranks if opts.ranks is not None else default_ranks(ngpus)
+    nranks = bench_ranks(opts)
     shared = nranks > ngpus
     mps = opts.mps if opts.mps is not None else shared
     extra: dict[str, str] = {}
@@ -47,11 +53,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run_bench(opts: Options, argv: list[str]) -> int:
-    """Starts the ranks of a benchmark run on this host's GPUs; the first failing rank's exit code."""
+    """Starts the ranks of a benchmark run on this host's GPUs; the first failing rank's exit code. Under
+    mpirun (or srun), runs this process's rank instead (run_mpi_rank)."""
     import importlib.util
 
+    from ..mpi_world import mpi_world
     from ..run import guarded, launch, visible_gpus
 
+    world = mpi_world()
+    if world is not None:
+        return run_mpi_rank(opts, argv, world)
     if opts.lib and not os.path.isfile(opts.lib):
         print(f"{PROG}: --lib {opts.lib}: no such file", file=sys.stderr)
         return 2
@@ -64,6 +75,14 @@ def run_bench(opts: Options, argv: list[str]) -> int:
         return 2
     if importlib.util.find_spec("cupy") is None:
         print(f"{PROG}: CuPy is not installed (pip install cupy-cuda13x)", file=sys.stderr)
+        return 2
+    if opts.ranks is None and bench_ranks(opts) > len(gpus):
+        print(
+            f"{PROG}: -t {opts.nthreads} -g {opts.ngpus}: {bench_ranks(opts)} ranks, one GPU each, but"
+            f" {len(gpus)} GPU(s) visible (nccl-tests would fail too); --nranks {bench_ranks(opts)} runs"
+            " them sharing GPUs",
+            file=sys.stderr,
+        )
         return 2
     nranks, mps, extra, notes = launch_plan(opts, len(gpus), dict(os.environ))
     if opts.root >= nranks and opts.collective in ROOTED:
@@ -91,3 +110,29 @@ def run_bench(opts: Options, argv: list[str]) -> int:
                 output=output,
             ),
         )
+
+
+def run_mpi_rank(opts: Options, argv: list[str], world: MpiWorld) -> int:
+    """One rank of a run that mpirun started, one rank per process as nccl-tests built with MPI: the world
+    is MPI's, the bookkeeping goes to rank 0's address (mpi_world.rank0_address); rank 0 prints."""
+    from ..mpi_world import RendezvousError, forget_address, rank0_address
+    from .process import RankInfo, exit_now
+
+    refusals = [
+        (opts.ranks is not None, f"--nranks under mpirun: mpirun -np says how many ({world.size})"),
+        (opts.ngpus != 1 or opts.nthreads != 1, "-g/-t under mpirun: one rank per process (-g 1 -t 1)"),
+    ]
+    for refused, message in refusals:
+        if refused:
+            print(f"{PROG}: error: {message}", file=sys.stderr)
+            return 2
+    try:
+        host, port = rank0_address(world, opts.timeout)
+    except RendezvousError as e:
+        print(f"{PROG}: rank {world.rank}: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        code = worker_main(opts, argv, RankInfo(world.rank, world.size, host, port))
+    finally:
+        forget_address(world)
+    exit_now(code)  # as a launched rank does: nothing may hang after the last line

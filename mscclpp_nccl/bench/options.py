@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -14,6 +15,7 @@ from .process import exit_now
 
 _SIZE_RE = re.compile(r"^\s*((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*([A-Za-z]?)")
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+NO_TIMEOUT = 1e7  # -T 0: seconds that no run reaches (a number, for socket timeouts and deadlines)
 
 
 def parse_size(text: str) -> int:
@@ -95,6 +97,14 @@ class Options:
     json_path: str | None
     alloc: str
     worker: bool
+    # nccl-tests' options beyond the loop's (defaults as nccl-tests)
+    ngpus: int = 1
+    nthreads: int = 1
+    run_cycles: int = 1
+    parallel_init: int = 0
+    stream_null: bool = False
+    local_register: int = 0
+    cta_policy: int = -1  # -1: not set
 
     def sizes(self) -> list[int]:
         return size_series(self.min_bytes, self.max_bytes, self.step_factor, self.step_bytes)
@@ -155,9 +165,15 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     p.add_argument("collective", choices=COLLECTIVES, help="the collective to benchmark")
-    g = p.add_argument_group("ranks and library")
+    g = p.add_argument_group("ranks and library (options of ours: no nccl-tests option has these names)")
     g.add_argument(
-        "-N", "--ranks", type=parse_int, default=None, help="ranks (default: GPUs, or 4 on one GPU)"
+        "--nranks",
+        "--ranks",
+        dest="ranks",
+        type=parse_int,
+        default=None,
+        help="ranks, one process each (default: -g x -t, as nccl-tests: 1). More ranks than GPUs share them,"
+        " under MPS unless --no-mps. Not under mpirun, where -np says.",
     )
     g.add_argument(
         "--mps", dest="mps", action="store_true", default=None, help="MPS (default: when ranks share a GPU)"
@@ -172,40 +188,50 @@ def build_parser() -> argparse.ArgumentParser:
         default="ncclmem",
         help="buffers from ncclMemAlloc (as nccl-tests) or plain cudaMalloc through CuPy",
     )
-    g = p.add_argument_group("nccl-tests options")
+    g = p.add_argument_group(
+        "nccl-tests options",
+        "nccl-tests 2.19's options, with its meanings; the few this benchmark cannot honour are refused by"
+        " name",
+    )
+    # nccl-tests' integer options (strtol syntax): short, long, default, help.
+    integer_options = [
+        ("-t", "--nthreads", 1, "threads per process: -t x -g ranks (default 1)"),
+        ("-g", "--ngpus", 1, "GPUs per thread: -t x -g ranks (default 1)"),
+        ("-f", "--stepfactor", None, "size multiplier (default 2; 1 with -i)"),
+        ("-n", "--iters", 20, "timed iterations (default 20)"),
+        ("-m", "--agg_iters", 1, "calls aggregated in one group (default 1)"),
+        ("-w", "--warmup_iters", 5, "warm-up iterations (default 5)"),
+        ("-N", "--run_cycles", 1, "sweeps of the sizes, each printed (default 1; 0: forever)"),
+        ("-p", "--parallel_init", 0, "0/1 (every rank is its own process: always parallel)"),
+        ("-c", "--check", 1, "check iterations per size (default 1; 0: none)"),
+        ("-G", "--cudagraph", 0, "capture the iterations, launch the graph N times"),
+        ("-a", "--average", 1, "time over ranks: 0 rank 0, 1 avg, 2 min, 3 max"),
+        ("-z", "--blocking", 0, "1: sync+barrier after each call, 2: sync"),
+        ("-y", "--stream_null", 0, "1: call on the NULL stream"),
+        ("-C", "--report_cputime", 0, "1: report the launch (CPU) time"),
+        ("-S", "--report_timestamps", 0, "0 (1 is refused: not implemented)"),
+        ("-R", "--local_register", 0, "1: ncclCommRegister the buffers, 2: ncclCommWindowRegister them"),
+        ("-x", "--cta_policy", -1, "ncclConfig_t.CTAPolicy (default: not set)"),
+        ("-D", "--device_implementation", 0, "0 (above 0, NCCL's device API, is refused)"),
+        ("-V", "--device_cta_count", 16, "CTAs of -D's kernels (unused with -D 0)"),
+        ("-M", "--memory_report", 0, "0 (1 is refused: not implemented)"),
+    ]
+    for short, long, default, text in integer_options:
+        g.add_argument(short, long, type=parse_int, default=default, help=text)
     g.add_argument("-b", "--minbytes", default="8", help="smallest size (K/M/G suffixes; default 8)")
     g.add_argument("-e", "--maxbytes", default="64M", help="largest size (default 64M)")
     g.add_argument(
         "-i", "--stepbytes", default=None, help="size increment when the step factor is 1 (default 1M)"
     )
-    g.add_argument(
-        "-f", "--stepfactor", type=parse_int, default=None, help="size multiplier (default 2; 1 with -i)"
-    )
-    g.add_argument("-n", "--iters", type=parse_int, default=20, help="timed iterations (default 20)")
-    g.add_argument(
-        "-m", "--agg_iters", type=parse_int, default=1, help="calls aggregated in one group (default 1)"
-    )
-    g.add_argument("-w", "--warmup_iters", type=parse_int, default=5, help="warm-up iterations (default 5)")
-    g.add_argument(
-        "-c", "--check", type=parse_int, default=1, help="check iterations per size (default 1; 0: none)"
-    )
-    g.add_argument(
-        "-G", "--cudagraph", type=parse_int, default=0, help="capture the iterations, launch N times"
-    )
     g.add_argument("-d", "--datatype", default="float", help="type name(s) or all (default float)")
     g.add_argument("-o", "--op", default="sum", help="sum, prod, max, min, avg, mulsum (premulsum) or all")
     g.add_argument("-r", "--root", default="0", help="root rank, or all (default 0)")
     g.add_argument(
-        "-a", "--average", type=parse_int, default=1, help="time over ranks: 0 rank 0, 1 avg, 2 min, 3 max"
-    )
-    g.add_argument(
-        "-z", "--blocking", type=parse_int, default=0, help="1: sync+barrier after each call, 2: sync"
-    )
-    g.add_argument(
-        "-C", "--report_cputime", type=parse_int, default=0, help="1: report the launch (CPU) time"
-    )
-    g.add_argument(
-        "-T", "--timeout", type=float, default=300.0, help="seconds any single wait may take (default 300)"
+        "-T",
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="seconds any single wait may take (default 300; 0: no limit, as nccl-tests' default)",
     )
     g.add_argument(
         "-J", "--output_file", "--json", dest="json", default=None, help="write all results as JSON"
@@ -231,7 +257,7 @@ def parse_args(argv: Sequence[str]) -> Options:
     except ValueError as e:
         raise UsageError(str(e)) from None
     if a.ranks is not None and a.ranks < 1:
-        raise UsageError("--ranks must be at least 1")
+        raise UsageError("--nranks must be at least 1")
     if root < -1:
         raise UsageError("the root must be a rank or all")
     checks = [
@@ -243,7 +269,25 @@ def parse_args(argv: Sequence[str]) -> Options:
         (a.average in (0, 1, 2, 3), "-a/--average is 0 (rank 0), 1 (avg), 2 (min) or 3 (max)"),
         (a.blocking in (0, 1, 2), "-z/--blocking is 0, 1 or 2"),
         (not (a.blocking and a.cudagraph), "-z (blocking) cannot be combined with -G (CUDA graphs)"),
-        (a.timeout > 0, "-T/--timeout must be positive"),
+        (math.isfinite(a.timeout) and a.timeout >= 0, "-T/--timeout is seconds, 0 or more (0: no limit)"),
+        (a.nthreads >= 1, "-t/--nthreads must be at least 1"),
+        (a.ngpus >= 1, "-g/--ngpus must be at least 1"),
+        (a.run_cycles >= 0, "-N/--run_cycles must not be negative (0: forever)"),
+        (a.parallel_init in (0, 1), "-p/--parallel_init is 0 or 1"),
+        (a.stream_null in (0, 1), "-y/--stream_null is 0 or 1"),
+        (not (a.stream_null and a.cudagraph), "-y 1 (the NULL stream) cannot be captured for -G"),
+        (a.local_register in (0, 1, 2), "-R/--local_register is 0, 1 (register) or 2 (symmetric windows)"),
+        (a.cta_policy >= -1, "-x/--cta_policy is 0, 1 or 2"),
+        (
+            a.device_implementation == 0,
+            "-D/--device_implementation above 0 (NCCL's device API) is not supported by this benchmark",
+        ),
+        (a.report_timestamps == 0, "-S/--report_timestamps 1 is not supported by this benchmark"),
+        (a.memory_report == 0, "-M/--memory_report 1 is not supported by this benchmark"),
+        (
+            a.ranks is None or (a.ngpus == 1 and a.nthreads == 1),
+            "--nranks counts every rank: give it or -g/-t, not both",
+        ),
         (a.run_timeout > 0, "--run-timeout must be positive"),
     ]
     require(checks)
@@ -269,9 +313,16 @@ def parse_args(argv: Sequence[str]) -> Options:
         average=a.average,
         blocking=a.blocking,
         report_cputime=bool(a.report_cputime),
-        timeout=a.timeout,
+        timeout=a.timeout if a.timeout > 0 else NO_TIMEOUT,
         run_timeout=a.run_timeout,
         json_path=a.json,
         alloc=a.alloc,
         worker=a.worker,
+        ngpus=a.ngpus,
+        nthreads=a.nthreads,
+        run_cycles=a.run_cycles,
+        parallel_init=a.parallel_init,
+        stream_null=bool(a.stream_null),
+        local_register=a.local_register,
+        cta_policy=a.cta_policy,
     )

@@ -46,6 +46,18 @@ def _load_ext(path: str) -> Any:
     return ext, ext.dlopen(path)
 
 
+def rank_device(ndev: int) -> int:
+    """This rank's device: NCCL_TESTS_DEVICE for every rank when set (as nccl-tests), else the launcher's
+    MSCCLPP_NCCL_DEVICE, else the local rank (torchrun's or MPI's) over the GPUs (gpus.local_device)."""
+    fixed = os.environ.get("NCCL_TESTS_DEVICE", "").strip()
+    if fixed:
+        try:
+            return int(fixed)
+        except ValueError:
+            raise BenchError(f"NCCL_TESTS_DEVICE={fixed!r} is not a device index") from None
+    return local_device(ndev)
+
+
 class Rank:
     """One rank of a run: its communicator, stream and buffers, and the stream's copies and captures.
 
@@ -77,15 +89,16 @@ class Rank:
         if self.ext is None:
             with contextlib.suppress(OSError):
                 self.ext_ffi, self.ext = _load_ext(nccl.path)
-        # The launcher's MSCCLPP_NCCL_DEVICE, else the local rank over the GPUs (gpus.local_device).
-        self.device = local_device(cp.cuda.runtime.getDeviceCount())
+        self.device = rank_device(cp.cuda.runtime.getDeviceCount())
         cp.cuda.Device(self.device).use()
-        # Every copy, fill, collective and capture of this rank is ordered on this one stream.
-        self.stream = cp.cuda.Stream(non_blocking=True)
+        # Every copy, fill, collective and capture of this rank is ordered on this one stream (-y 1: the
+        # NULL stream, as nccl-tests).
+        self.stream = cp.cuda.Stream.null if opts.stream_null else cp.cuda.Stream(non_blocking=True)
         self.stream.use()
         self.stream_ptr = ffi.cast("void*", self.stream.ptr)
         self.send: DeviceBuffer | None = None
         self.recv: DeviceBuffer | None = None
+        self.registrations: list[tuple[Any, Any]] = []  # (deregistering function, handle) for -R
 
     # --- set-up and teardown ---------------------------------------------------------------------------
     def init_comm(self) -> None:
@@ -98,6 +111,8 @@ class Rank:
             fields["nvlinkCentricSched"] = 1  # as nccl-tests built against 2.28+ headers
         if self.version >= 23000 and self.opts.collective == "sendrecv":
             fields["maxP2pPeers"] = 2
+        if self.opts.cta_policy >= 0:  # -x, as nccl-tests
+            fields["CTAPolicy"] = self.opts.cta_policy
         config = new_config(**fields) if fields else None
         with self.watchdog.phase(self.opts.timeout, "ncclCommInitRank"):
             self.comm = self.nccl.comm_init_rank(self.nranks, uid, self.rank, config)
@@ -106,6 +121,28 @@ class Rank:
         size = max(self.opts.max_bytes, 64)
         self.send = self._alloc(size)
         self.recv = self._alloc(size)
+        if self.opts.local_register:
+            self._register(size)
+
+    def _register(self, size: int) -> None:
+        """-R 1: ncclCommRegister both buffers; -R 2: ncclCommWindowRegister them as symmetric windows;
+        inside one group, as nccl-tests does."""
+        assert self.send is not None and self.recv is not None
+        lib, ffi = self.lib, self.ffi
+        self.nccl.check(lib.ncclGroupStart())
+        try:
+            for buf in (self.send, self.recv):
+                ptr = ffi.cast("void*", buf.ptr)
+                if self.opts.local_register == 2:
+                    win = ffi.new("ncclWindow_t*")
+                    self.nccl.check(lib.ncclCommWindowRegister(self.comm, ptr, size, win, 1), self.comm)
+                    self.registrations.append((lib.ncclCommWindowDeregister, win[0]))
+                else:
+                    handle = ffi.new("void**")
+                    self.nccl.check(lib.ncclCommRegister(self.comm, ptr, size, handle), self.comm)
+                    self.registrations.append((lib.ncclCommDeregister, handle[0]))
+        finally:
+            self.nccl.check(lib.ncclGroupEnd(), self.comm)
 
     def _alloc(self, size: int) -> DeviceBuffer:
         if self.opts.alloc == "ncclmem":
@@ -157,6 +194,9 @@ class Rank:
         with self.watchdog.phase(min(self.opts.timeout, 120.0), "ncclCommFinalize/ncclCommDestroy"):
             self.wait("the last work before teardown")
             comm, self.comm = self.comm, None
+            registrations, self.registrations = self.registrations, []
+            for deregister, handle in registrations:
+                self.nccl.check(deregister(comm, handle), comm)
             if comm is not None:
                 self.nccl.check(self.lib.ncclCommFinalize(comm), comm)
                 self.nccl.check(self.lib.ncclCommDestroy(comm))

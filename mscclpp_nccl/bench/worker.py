@@ -164,6 +164,13 @@ class Worker(Rank):
         return {"time": seconds * 1e6, "alg_bw": algbw, "bus_bw": busbw, "nwrong": wrong_total}
 
     def time_test(self, dt: DType, op: str | None, root: int, sizes: list[int]) -> None:
+        """The sizes' rows, -N times over (forever with -N 0), as nccl-tests' TimeTest."""
+        cycle = 0
+        while self.opts.run_cycles == 0 or cycle < self.opts.run_cycles:
+            self.time_sizes(dt, op, root, sizes)
+            cycle += 1
+
+    def time_sizes(self, dt: DType, op: str | None, root: int, sizes: list[int]) -> None:
         coll = self.opts.collective
         op_name = op if op is not None else "none"
         for index, nbytes in enumerate(sizes):
@@ -235,7 +242,8 @@ def worker_main(
             if op == "mulsum" and opts.collective in REDUCING and w.version < 21100:
                 raise BenchError("mulsum needs NCCL 2.11 or later")
         sizes = opts.sizes()
-        total = len(types) * len(ops) * len(roots) * sum(2 * row_seconds(opts, n) for n in sizes)
+        cycles = max(opts.run_cycles, 1)  # -N 0 (forever): the progress of the first sweep
+        total = cycles * len(types) * len(ops) * len(roots) * sum(2 * row_seconds(opts, n) for n in sizes)
         w.progress = for_rank(rank, total)
         program = program_name(opts.collective)
         doc = {

@@ -1,0 +1,118 @@
+"""The benchmark as nccl-tests built with MPI runs: `mpirun -np N python -m mscclpp_nccl.bench ...`, one rank
+per process, the world from MPI's variables, rank 0 printing the one table. CPU only: the processes get
+Open MPI's (or Hydra's) variables from the test, and the stand-in CuPy and libnccl of test_bench_cpu.py
+(tests/bench_mpi_rank.py), whose ranks exchange data through files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+from mscclpp_nccl.mpi_world import MpiWorld, mpi_world
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNNER = ROOT / "tests" / "bench_mpi_rank.py"
+
+
+def open_mpi_env(rank: int, size: int, job: str) -> dict[str, str]:
+    return {
+        "OMPI_COMM_WORLD_RANK": str(rank),
+        "OMPI_COMM_WORLD_SIZE": str(size),
+        "OMPI_COMM_WORLD_LOCAL_RANK": str(rank),
+        "OMPI_COMM_WORLD_LOCAL_SIZE": str(size),
+        "OMPI_MCA_ess_base_jobid": job,
+    }
+
+
+def hydra_env(rank: int, size: int, job: str) -> dict[str, str]:
+    return {
+        "PMI_RANK": str(rank),
+        "PMI_SIZE": str(size),
+        "MPI_LOCALRANKID": str(rank),
+        "MPI_LOCALNRANKS": str(size),
+    }
+
+
+def mpirun(
+    nranks: int, args: list[str], tmp_path: Path, launcher_env: object = open_mpi_env
+) -> list[subprocess.CompletedProcess[str]]:
+    """Starts the ranks as mpirun would (same parent, MPI's variables) and waits for all of them."""
+    exchange = tmp_path / "exchange"
+    exchange.mkdir(parents=True)
+    job = tmp_path.name + uuid.uuid4().hex
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OMPI_", "PMI", "MPI_", "MV2_", "MSCCLPP_NCCL_", "MASTER_", "NCCL_"))
+    }
+    base["PYTHONPATH"] = str(ROOT)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(RUNNER), str(exchange), "--", *args, "-T", "60"],
+            env={**base, **launcher_env(rank, nranks, job)},  # type: ignore[operator]
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+        )
+        for rank in range(nranks)
+    ]
+    done = []
+    for rank, p in enumerate(procs):
+        try:
+            out, err = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise AssertionError(f"rank {rank} hung") from None
+        done.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
+    return done
+
+
+def table(out: str) -> list[list[str]]:
+    return [line.split() for line in out.splitlines() if line.strip() and not line.startswith("#")]
+
+
+@pytest.mark.parametrize("launcher_env", [open_mpi_env, hydra_env], ids=["open-mpi", "hydra"])
+def test_one_rank_per_process_under_mpirun(tmp_path: Path, launcher_env: object) -> None:
+    done = mpirun(
+        3, ["all_reduce", "-b", "8", "-e", "1K", "-f", "4", "-w", "1", "-n", "2"], tmp_path, launcher_env
+    )
+    for rank, r in enumerate(done):
+        assert r.returncode == 0, f"rank {rank}:\n{r.stdout}\n{r.stderr}"
+    # Rank 0 prints the one table, with every rank's device; the others print nothing.
+    out = done[0].stdout
+    assert [r.stdout for r in done[1:]] == ["", ""]
+    assert sum(line.startswith("#  Rank ") for line in out.splitlines()) == 3
+    rows = table(out)
+    assert [int(r[0]) for r in rows] == [8, 32, 128, 512]
+    assert all(r[8] == "0" and r[12] == "0" for r in rows), out  # checked, and right
+    assert "# Out of bounds values : 0 OK" in out
+    # Rank 0 removed the file through which the others learnt its address.
+    assert not [p for p in Path(tempfile.gettempdir()).glob("mscclpp-nccl-*.addr") if tmp_path.name in p.name]
+
+
+def test_under_mpirun_the_rank_count_is_mpis(tmp_path: Path) -> None:
+    done = mpirun(2, ["all_reduce", "-e", "1K", "--nranks", "4"], tmp_path)
+    assert all(r.returncode == 2 and "mpirun -np says how many (2)" in r.stderr for r in done)
+    done = mpirun(2, ["all_reduce", "-e", "1K", "-g", "2"], tmp_path / "g")
+    assert all(r.returncode == 2 and "-g/-t under mpirun" in r.stderr for r in done)
+
+
+def test_mpi_world_from_each_launcher() -> None:
+    env = open_mpi_env(2, 4, "7")
+    world = mpi_world(env)
+    assert world is not None and (world.rank, world.size, world.local_rank, world.local_size) == (2, 4, 2, 4)
+    assert world.job == f"7-{os.getppid()}" and world.one_host
+    world = mpi_world({"PMI_RANK": "1", "PMI_SIZE": "2"})
+    assert world == MpiWorld(1, 2, None, None, f"ppid-{os.getppid()}") and not world.one_host
+    assert mpi_world({"MV2_COMM_WORLD_RANK": "0", "MV2_COMM_WORLD_SIZE": "1"}) is not None
+    assert mpi_world({}) is None
+    assert mpi_world({"SLURM_PROCID": "0", "SLURM_NTASKS": "8"}) is None  # an allocation's shell
+    assert mpi_world({"OMPI_COMM_WORLD_RANK": "5", "OMPI_COMM_WORLD_SIZE": "4"}) is None  # not a rank of it
