@@ -1,14 +1,17 @@
-"""Plots one side-by-side run of perf/nccl_timer: ours against stock NCCL, one SVG per rank count.
+"""Plots ours against stock NCCL, one SVG per rank count: a run of perf/nccl_timer, or a result CSV of
+nccl-tests (perf/nccl_tests_table.py --csv).
 
 Usage: python perf/plot_side_by_side.py DIR OUTDIR
-DIR holds `ours_COLL_N.txt` and `stock_COLL_N.txt` (perf/side_by_side.sh writes them). Writes
-OUTDIR/side_by_side_N.svg: a panel per collective, the speed-up (stock time / ours) against the size on a
-log scale, eager (solid) and in graphs (dashed), with a line at the 1.1x target. Plain SVG, no plotting
-library.
+       python perf/plot_side_by_side.py --csv RESULT.csv OUTDIR
+DIR holds `ours_COLL_N.txt` and `stock_COLL_N.txt` (perf/side_by_side.sh writes them); a CSV gives its
+eager and graph rows. Writes OUTDIR/side_by_side_N.svg (for a CSV: OUTDIR/RESULT_N.svg): a panel per
+collective, the speed-up (stock time / ours) against the size on a log scale, eager (solid) and in
+graphs (dashed), with a line at the 1.1x target. Plain SVG, no plotting library.
 """
 
 from __future__ import annotations
 
+import csv
 import math
 import re
 import sys
@@ -39,6 +42,25 @@ def speedups(directory: Path) -> dict[int, dict[str, list[tuple[int, float, floa
         ]
         if points:
             out[nranks][collective] = points
+    return out
+
+
+def speedups_from_csv(path: Path) -> dict[int, dict[str, list[tuple[int, float, float]]]]:
+    """The same from a result CSV: sizes with both an eager and a graph row (ours and stock). A CSV with a
+    row per library (no ours_us and stock_us columns) gives nothing."""
+    times: dict[tuple[int, str, int], dict[str, float]] = defaultdict(dict)
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        if not {"ours_us", "stock_us"} <= set(reader.fieldnames or ()):
+            return {}
+        for row in reader:
+            if row["mode"] in ("eager", "graph") and float(row["ours_us"]) > 0:
+                key = (int(row["ranks"]), row["collective"], int(row["bytes"]))
+                times[key][row["mode"]] = float(row["stock_us"]) / float(row["ours_us"])
+    out: dict[int, dict[str, list[tuple[int, float, float]]]] = defaultdict(dict)
+    for (nranks, collective, size), modes in sorted(times.items()):
+        if len(modes) == 2:
+            out[nranks].setdefault(collective, []).append((size, modes["eager"], modes["graph"]))
     return out
 
 
@@ -93,16 +115,22 @@ def svg(nranks: int, curves: dict[str, list[tuple[int, float, float]]]) -> str:
     )
 
 
-def main(directory: str, outdir: str) -> None:
+def main(source: str, outdir: str, from_csv: bool = False) -> None:
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
-    for nranks, curves in sorted(speedups(Path(directory)).items()):
-        path = out / f"side_by_side_{nranks}.svg"
+    curves_by_ranks = speedups_from_csv(Path(source)) if from_csv else speedups(Path(source))
+    stem = Path(source).stem if from_csv else "side_by_side"
+    for nranks, curves in sorted(curves_by_ranks.items()):
+        path = out / f"{stem}_{nranks}.svg"
         path.write_text(svg(nranks, curves))
         print(path)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    from_csv = args[:1] == ["--csv"]
+    if from_csv:
+        args = args[1:]
+    if len(args) != 2:
         sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2])
+    main(args[0], args[1], from_csv)

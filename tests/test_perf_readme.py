@@ -159,3 +159,27 @@ def test_perf_paths_named_by_the_docs_exist() -> None:
             if not re.search(r"[A-Z]{3,}", name) and not (REPO / name).exists():  # DATE: a placeholder
                 missing.append(f"{doc.relative_to(REPO)}: {name}")
     assert not missing, missing
+
+
+def test_plots_are_made_from_their_result_files(tmp_path: Path) -> None:
+    """Every SVG in perf/ named after a result CSV is what plot_side_by_side.py draws from that CSV now,
+    and every nccl-tests result with eager and graph rows has its plot."""
+    sys.path.insert(0, str(REPO / "perf"))
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "plot_side_by_side", REPO / "perf" / "plot_side_by_side.py"
+        )
+        assert spec and spec.loader
+        plot = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(plot)
+    finally:
+        sys.path.remove(str(REPO / "perf"))
+    results = sorted(p for p in (REPO / "perf").glob("nccl-tests-*.csv") if plot.speedups_from_csv(p))
+    assert results, "no nccl-tests result with eager and graph rows"
+    for result in results:
+        plot.main(str(result), str(tmp_path), from_csv=True)
+    drawn = sorted(tmp_path.glob("*.svg"))
+    committed = sorted((REPO / "perf").glob("nccl-tests-*.svg"))
+    assert [p.name for p in drawn] == [p.name for p in committed]
+    for fresh, kept in zip(drawn, committed, strict=True):
+        assert fresh.read_text() == kept.read_text(), f"{kept.name} is stale: regenerate it"
