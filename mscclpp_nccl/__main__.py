@@ -1,4 +1,4 @@
-"""`python -m mscclpp_nccl {info,path,selfcheck,run,bench,tune}` (also installed as `mscclpp-nccl`)."""
+"""`python -m mscclpp_nccl {info,path,table,selfcheck,run,bench,tune}` (also installed as `mscclpp-nccl`)."""
 
 from __future__ import annotations
 
@@ -51,6 +51,70 @@ def version_line() -> str:
     return f"mscclpp-nccl {__version__}, NCCL ABI {'.'.join(map(str, NCCL_VERSION))}"
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _table_lines(args: argparse.Namespace) -> list[str]:
+    """info --table's lines for the layout the options (or this machine) give."""
+    from .bench.cli import default_ranks
+    from .bench.collectives import resolve_types
+    from .gpus import gpu_names, visible_gpus
+    from .selection import Layout, table_lines
+
+    types = resolve_types(args.datatype)
+    if len(types) != 1:
+        raise ValueError("-d/--datatype takes one type")
+    ngpus = len(visible_gpus())
+    nranks = args.nranks or default_ranks(ngpus)
+    ranks_per_gpu = args.ranks_per_gpu or -(-nranks // max(ngpus, 1))
+    if ranks_per_gpu > nranks:
+        raise ValueError(f"--ranks-per-gpu {ranks_per_gpu} is more than the {nranks} ranks")
+    names = gpu_names()
+    gpu = args.gpu or (names[0] if names else None)
+    lines = []
+    if gpu is None:
+        gpu = "NVIDIA H200"
+        lines.append(f"no GPU seen: showing a {gpu} (--gpu NAME for another)")
+    return lines + table_lines(Layout(gpu, nranks, ranks_per_gpu), types[0].size)
+
+
+def _table_command(args: argparse.Namespace) -> int:
+    """`table export-csv` and `table import-csv`: notes on stderr, the result to --out or stdout."""
+    import json
+
+    from .selection import table_in_use
+    from .tune.nccl_csv import export_csv, import_csv
+    from .tune.table import load_table, table_text, write_atomic
+
+    if args.action == "export-csv":
+        path = args.table
+        if path is None:
+            found, note = table_in_use()
+            if found is None:
+                raise ValueError(note)
+            path = str(found)
+        text, notes = export_csv(load_table(path))
+    else:
+        with open(args.csv) as f:
+            table, notes = import_csv(f.read())
+        text = table_text(table)
+        json.loads(text)  # what is written parses
+    for note in notes:
+        print(f"# note: {note}", file=sys.stderr)
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        write_atomic(args.out, text)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="mscclpp-nccl tools")
     parser.add_argument("--version", action="version", version=version_line())
@@ -61,7 +125,45 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print the path of libnccl.so.2 for LD_PRELOAD. Exits 1, printing nothing on stdout,"
         " when the file is missing (so that LD_PRELOAD=$(...) never names a file the loader ignores).",
     )
-    sub.add_parser("info", help="the library, its version and targets, and the GPUs seen")
+    info = sub.add_parser(
+        "info",
+        help="the library, its version and targets, and the GPUs seen",
+        description="What was built and what this machine has; with --table, which algorithm each"
+        " collective and size gets, and whether a table entry or the built-in rules chose it.",
+    )
+    info.add_argument("--table", action="store_true", help="show the algorithm per collective and size")
+    info.add_argument(
+        "-N",
+        "--nranks",
+        type=_positive,
+        default=None,
+        help="with --table: ranks of the communicator (default: the visible GPUs, or 4 on one GPU)",
+    )
+    info.add_argument(
+        "--ranks-per-gpu",
+        type=_positive,
+        default=None,
+        help="with --table: ranks sharing a GPU (default: the ranks spread over the visible GPUs)",
+    )
+    info.add_argument("--gpu", default=None, help="with --table: the GPU model (default: GPU 0's name)")
+    info.add_argument(
+        "-d", "--datatype", default="float", help="with --table: the element type (default float)"
+    )
+    table = sub.add_parser(
+        "table",
+        help="convert the tuning table to or from NCCL's tuner-plugin CSV",
+        description="The tuning table (JSON; its schema is tuning/table.schema.json in the package) to and"
+        " from NCCL's tuner-plugin CSV, where the meanings map (see mscclpp_nccl.tune.nccl_csv).",
+    )
+    actions = table.add_subparsers(dest="action", required=True, metavar="ACTION")
+    export = actions.add_parser("export-csv", help="write the table as NCCL tuner-plugin CSV")
+    export.add_argument(
+        "--table", default=None, help="the table (default: the one the library reads, as info says)"
+    )
+    export.add_argument("-o", "--out", default="-", help="the CSV file (default: stdout)")
+    imp = actions.add_parser("import-csv", help="make a table from NCCL tuner-plugin CSV")
+    imp.add_argument("csv", help="the CSV file (NCCL_TUNER_CONFIG_FILE's format)")
+    imp.add_argument("-o", "--out", default="-", help="the table to write (default: stdout)")
     for name, (_, text) in PASSTHROUGH.items():
         sub.add_parser(name, help=text, add_help=False)
     return parser
@@ -84,9 +186,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(path)
         return 0
     if args.command == "info":
+        table_only = (args.nranks, args.ranks_per_gpu, args.gpu)
+        if not args.table and any(v is not None for v in table_only):
+            parser.error("-N/--nranks, --ranks-per-gpu and --gpu go with --table")
         lines, ok = describe()
         print("\n".join(lines))
+        if args.table:
+            try:
+                print("\n".join(_table_lines(args)))
+            except ValueError as e:
+                print(f"{PROG} info: error: {e}", file=sys.stderr)
+                return 2
         return 0 if ok else 1
+    if args.command == "table":
+        try:
+            return _table_command(args)
+        except (OSError, ValueError) as e:
+            print(f"{PROG} table: error: {e}", file=sys.stderr)
+            return 2
     parser.error(f"unknown command {args.command}")
     return 2
 

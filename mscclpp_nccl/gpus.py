@@ -76,3 +76,13 @@ def local_device(count: int | None = None, env: dict[str, str] | None = None) ->
             local = int(text)
             return local % count if count else local
     return 0
+
+
+def gpu_names() -> list[str]:
+    """The name of each GPU `nvidia-smi -L` lists (cudaDeviceProp::name, as the tuning table keys it)."""
+    names = []
+    for line in nvidia_smi_lines():
+        m = re.match(r"GPU \d+: (.*?)(?: \(UUID: [^)]*\))?$", line)
+        if m:
+            names.append(m.group(1).strip())
+    return names

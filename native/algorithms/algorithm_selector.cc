@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "native/common/env.h"
 #include "native/common/logging.h"
@@ -87,6 +88,13 @@ void AlgorithmSelector::init(const std::string& gpuName, int nranks, int ranksPe
       MSCCLPP_INFO(kTuning, "tuning table %s: %zu of %zu entries apply to %s, %d ranks, %d per GPU",
                    path.c_str(), table_.entryCount(), full.entryCount(), gpuName.c_str(), nranks,
                    ranksPerGpu);
+      // Once per process: a table tuned elsewhere must not pass for one tuned here.
+      static std::atomic<bool> toldNoEntry{false};
+      if (table_.entryCount() == 0 && full.entryCount() > 0 && !toldNoEntry.exchange(true))
+        logWarn(
+            "tuning table %s has no entry for %s, %d ranks, %d per GPU: the built-in rules choose (python -m "
+            "mscclpp_nccl info --table shows them; python -m mscclpp_nccl tune measures this machine)",
+            path.c_str(), gpuName.c_str(), nranks, ranksPerGpu);
     } else {
       // load() already printed why; say what happens instead.
       logWarn("ignoring tuning table %s; using built-in rules", path.c_str());
