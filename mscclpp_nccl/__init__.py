@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 from ._library import build_info, library_path
 from .gpus import local_device
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place the version is written (setup.py and the library read it here)
+VERSION = __version__
 
 # NCCL release whose ABI the library implements (ncclGetVersion reports NCCL_VERSION_CODE).
 NCCL_VERSION = (2, 32, 3)
@@ -40,6 +41,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "NCCL_VERSION",
     "NCCL_VERSION_CODE",
+    "VERSION",
     "Communicator",
     "Nccl",
     "NcclError",

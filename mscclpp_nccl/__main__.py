@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from . import NCCL_VERSION, __version__
+from . import NCCL_VERSION, VERSION
 from ._library import library_path
 from .info import describe
 
@@ -48,7 +48,7 @@ PASSTHROUGH: dict[str, tuple[Callable[[list[str]], int], str]] = {
 
 def version_line() -> str:
     """`mscclpp-nccl X.Y.Z, NCCL ABI A.B.C` (the package's version and the NCCL release it implements)."""
-    return f"mscclpp-nccl {__version__}, NCCL ABI {'.'.join(map(str, NCCL_VERSION))}"
+    return f"mscclpp-nccl {VERSION}, NCCL ABI {'.'.join(map(str, NCCL_VERSION))}"
 
 
 def _positive(text: str) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import __version__
+from . import VERSION
 from ._library import build_info, library_path
 from .gpus import nvidia_smi_lines
 
@@ -24,7 +24,7 @@ def gpu_lines() -> list[str]:
 def describe() -> tuple[list[str], bool]:
     """Lines saying what was built and what this machine has; ok is False when the library won't load."""
     path = library_path()
-    lines = [f"package:   mscclpp-nccl {__version__}", f"library:   {path}"]
+    lines = [f"package:   mscclpp-nccl {VERSION}", f"library:   {path}"]
     ok = True
     try:
         from .binding import Nccl, version_tuple
