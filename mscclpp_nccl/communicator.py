@@ -1,14 +1,17 @@
-"""A communicator over CuPy arrays. CuPy is imported on first use, so this module imports without it."""
+"""A communicator over GPU arrays: CuPy, PyTorch, JAX (DLPack) or anything with __cuda_array_interface__
+(mscclpp_nccl.arrays), with every collective, send/recv and groups. CuPy is imported on first use (for
+the device and a default stream), so this module imports without it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from types import ModuleType, TracebackType
 from typing import Any
 
+from .arrays import DeviceBuffer, device_buffer, stream_handle
 from .binding import (
-    DTYPE_NAMES,
-    DTYPE_SIZES,
     SPLIT_NOCOLOR,
     Nccl,
     NcclError,
@@ -32,14 +35,7 @@ def _cupy() -> ModuleType:
 
 def _stream_ptr(stream: Any) -> Any:
     """A cudaStream_t from None (CuPy's current stream), a CuPy/PyTorch stream or a raw handle."""
-    if stream is None:
-        stream = _cupy().cuda.get_current_stream()
-    if isinstance(stream, int):
-        return ffi.cast("void*", stream)
-    for attr in ("ptr", "cuda_stream"):  # CuPy, PyTorch
-        if hasattr(stream, attr):
-            return ffi.cast("void*", int(getattr(stream, attr)))
-    raise TypeError(f"not a CUDA stream: {stream!r}")
+    return ffi.cast("void*", stream_handle(stream))
 
 
 def _as_config(config: Any) -> Any:
@@ -107,39 +103,211 @@ class Communicator:
         return self._comm
 
     # --- collectives ------------------------------------------------------------------------------
+    # Every collective takes GPU arrays (mscclpp_nccl.arrays.device_buffer: CuPy, PyTorch, DLPack, or
+    # __cuda_array_interface__), C-contiguous; dtype overrides the arrays' type (bfloat16 or fp8 data in
+    # uint16 or uint8 arrays). A stream is None (CuPy's current one), a raw cudaStream_t or a stream object.
+    # The calls enqueue on the stream and return the output array without synchronising.
+
+    def _buffers(self, send: Any, recv: Any, dtype: Any) -> tuple[DeviceBuffer, DeviceBuffer]:
+        s = device_buffer(send, dtype)
+        r = s if recv is None or recv is send else device_buffer(recv, dtype)
+        if r.dtype != s.dtype:
+            raise ValueError(f"sendbuf holds {s.dtype}, recvbuf {r.dtype}")
+        return s, r
+
+    def _enqueue(self, name: str, *args: Any, stream: Any) -> None:
+        """lib.name(*args, comm, stream), checked: every collective's call."""
+        comm = self._live()
+        self._nccl.check(getattr(self._nccl.lib, name)(*args, comm, _stream_ptr(stream)), comm)
+
+    @staticmethod
+    def _ptr(b: DeviceBuffer) -> Any:
+        return ffi.cast("void*", b.ptr)
+
+    def _whole(self, b: DeviceBuffer, what: str) -> int:
+        """Elements per rank of a buffer that holds one part per rank."""
+        if b.count % self._size:
+            raise ValueError(f"{what}: {b.count} elements do not split into {self._size} equal parts")
+        return b.count // self._size
+
     def all_reduce(
         self, sendbuf: Any, recvbuf: Any = None, op: str | int = "sum", stream: Any = None, dtype: Any = None
     ) -> Any:
-        """recvbuf = reduction of every rank's sendbuf; in place when recvbuf is None or sendbuf.
-
-        bfloat16/fp8 data can be passed as uint16/uint8 arrays with dtype="bfloat16" etc.
-        Returns recvbuf. Does not synchronise the stream.
-        """
-        comm = self._live()
-        if recvbuf is None:
-            recvbuf = sendbuf
-        name = str(getattr(dtype, "name", dtype)) if dtype is not None else sendbuf.dtype.name
-        code = dtype_code(name)
-        for a in (sendbuf, recvbuf):
-            if not a.flags.c_contiguous:
-                raise ValueError("all_reduce needs C-contiguous arrays")
-        if sendbuf.nbytes != recvbuf.nbytes:
-            raise ValueError(f"sendbuf has {sendbuf.nbytes} bytes, recvbuf {recvbuf.nbytes}")
-        elem = DTYPE_SIZES[DTYPE_NAMES[code]]
-        if sendbuf.nbytes % elem:
-            raise ValueError(f"{sendbuf.nbytes} bytes is not a whole number of {DTYPE_NAMES[code]}")
-        count = sendbuf.nbytes // elem
-        result = self._nccl.lib.ncclAllReduce(
-            ffi.cast("void*", sendbuf.data.ptr),
-            ffi.cast("void*", recvbuf.data.ptr),
-            count,
-            code,
+        """recvbuf = reduction of every rank's sendbuf; in place when recvbuf is None or sendbuf."""
+        s, r = self._buffers(sendbuf, recvbuf, dtype)
+        if s.nbytes != r.nbytes:
+            raise ValueError(f"sendbuf has {s.nbytes} bytes, recvbuf {r.nbytes}")
+        self._enqueue(
+            "ncclAllReduce",
+            self._ptr(s),
+            self._ptr(r),
+            s.count,
+            dtype_code(s.dtype),
             op_code(op),
-            comm,
-            _stream_ptr(stream),
+            stream=stream,
         )
-        self._nccl.check(result, comm)
+        return sendbuf if recvbuf is None else recvbuf
+
+    def broadcast(
+        self, sendbuf: Any, recvbuf: Any = None, root: int = 0, stream: Any = None, dtype: Any = None
+    ) -> Any:
+        """recvbuf on every rank = root's sendbuf (sendbuf is read on the root only); in place when recvbuf
+        is None."""
+        s, r = self._buffers(sendbuf, recvbuf, dtype)
+        if s.nbytes != r.nbytes:
+            raise ValueError(f"sendbuf has {s.nbytes} bytes, recvbuf {r.nbytes}")
+        self._enqueue(
+            "ncclBroadcast",
+            self._ptr(s),
+            self._ptr(r),
+            r.count,
+            dtype_code(r.dtype),
+            self._root(root),
+            stream=stream,
+        )
+        return sendbuf if recvbuf is None else recvbuf
+
+    def reduce(
+        self,
+        sendbuf: Any,
+        recvbuf: Any = None,
+        op: str | int = "sum",
+        root: int = 0,
+        stream: Any = None,
+        dtype: Any = None,
+    ) -> Any:
+        """root's recvbuf = reduction of every rank's sendbuf (recvbuf is written on the root only)."""
+        s, r = self._buffers(sendbuf, recvbuf, dtype)
+        if s.nbytes != r.nbytes:
+            raise ValueError(f"sendbuf has {s.nbytes} bytes, recvbuf {r.nbytes}")
+        self._enqueue(
+            "ncclReduce",
+            self._ptr(s),
+            self._ptr(r),
+            s.count,
+            dtype_code(s.dtype),
+            op_code(op),
+            self._root(root),
+            stream=stream,
+        )
+        return sendbuf if recvbuf is None else recvbuf
+
+    def all_gather(self, sendbuf: Any, recvbuf: Any, stream: Any = None, dtype: Any = None) -> Any:
+        """recvbuf = every rank's sendbuf, in rank order (recvbuf holds size x sendbuf)."""
+        s, r = self._buffers(sendbuf, recvbuf, dtype)
+        if r.count != s.count * self._size:
+            raise ValueError(f"recvbuf holds {r.count} elements, not {self._size} x {s.count}")
+        self._enqueue(
+            "ncclAllGather", self._ptr(s), self._ptr(r), s.count, dtype_code(s.dtype), stream=stream
+        )
         return recvbuf
+
+    def reduce_scatter(
+        self, sendbuf: Any, recvbuf: Any, op: str | int = "sum", stream: Any = None, dtype: Any = None
+    ) -> Any:
+        """recvbuf = this rank's part of the reduction of every rank's sendbuf (size x recvbuf)."""
+        s, r = self._buffers(sendbuf, recvbuf, dtype)
+        if s.count != r.count * self._size:
+            raise ValueError(f"sendbuf holds {s.count} elements, not {self._size} x {r.count}")
+        self._enqueue(
+            "ncclReduceScatter",
+            self._ptr(s),
+            self._ptr(r),
+            r.count,
+            dtype_code(r.dtype),
+            op_code(op),
+            stream=stream,
+        )
+        return recvbuf
+
+    def alltoall(self, sendbuf: Any, recvbuf: Any, stream: Any = None, dtype: Any = None) -> Any:
+        """Part p of sendbuf goes to rank p, and recvbuf's part p comes from rank p (equal parts)."""
+        s, r = self._buffers(sendbuf, recvbuf, dtype)
+        if s.count != r.count:
+            raise ValueError(f"sendbuf holds {s.count} elements, recvbuf {r.count}")
+        self._enqueue(
+            "ncclAlltoAll",
+            self._ptr(s),
+            self._ptr(r),
+            self._whole(s, "sendbuf"),
+            dtype_code(s.dtype),
+            stream=stream,
+        )
+        return recvbuf
+
+    def gather(self, sendbuf: Any, recvbuf: Any, root: int = 0, stream: Any = None, dtype: Any = None) -> Any:
+        """root's recvbuf = every rank's sendbuf, in rank order (recvbuf, size x sendbuf, on the root only;
+        pass None elsewhere)."""
+        s = device_buffer(sendbuf, dtype)
+        r = device_buffer(recvbuf, dtype) if recvbuf is not None else None
+        if r is not None and r.dtype != s.dtype:
+            raise ValueError(f"sendbuf holds {s.dtype}, recvbuf {r.dtype}")
+        if self._rank == self._root(root):
+            if r is None or r.count != s.count * self._size:
+                raise ValueError(f"the root's recvbuf must hold {self._size} x {s.count} elements")
+        self._enqueue(
+            "ncclGather",
+            self._ptr(s),
+            ffi.NULL if r is None else self._ptr(r),
+            s.count,
+            dtype_code(s.dtype),
+            self._root(root),
+            stream=stream,
+        )
+        return recvbuf
+
+    def scatter(
+        self, sendbuf: Any, recvbuf: Any, root: int = 0, stream: Any = None, dtype: Any = None
+    ) -> Any:
+        """recvbuf = part `rank` of root's sendbuf (size x recvbuf, on the root only; None elsewhere)."""
+        r = device_buffer(recvbuf, dtype)
+        s = device_buffer(sendbuf, dtype) if sendbuf is not None else None
+        if s is not None and r.dtype != s.dtype:
+            raise ValueError(f"sendbuf holds {s.dtype}, recvbuf {r.dtype}")
+        if self._rank == self._root(root):
+            if s is None or s.count != r.count * self._size:
+                raise ValueError(f"the root's sendbuf must hold {self._size} x {r.count} elements")
+        self._enqueue(
+            "ncclScatter",
+            ffi.NULL if s is None else self._ptr(s),
+            self._ptr(r),
+            r.count,
+            dtype_code(r.dtype),
+            self._root(root),
+            stream=stream,
+        )
+        return recvbuf
+
+    def send(self, buf: Any, peer: int, stream: Any = None, dtype: Any = None) -> None:
+        """Sends buf to rank peer, which receives it with recv (both inside one group() to pair several)."""
+        b = device_buffer(buf, dtype)
+        self._enqueue("ncclSend", self._ptr(b), b.count, dtype_code(b.dtype), self._peer(peer), stream=stream)
+
+    def recv(self, buf: Any, peer: int, stream: Any = None, dtype: Any = None) -> Any:
+        """Receives into buf what rank peer sends."""
+        b = device_buffer(buf, dtype)
+        self._enqueue("ncclRecv", self._ptr(b), b.count, dtype_code(b.dtype), self._peer(peer), stream=stream)
+        return buf
+
+    @contextlib.contextmanager
+    def group(self) -> Iterator[Communicator]:
+        """ncclGroupStart/ncclGroupEnd around the block: its calls (on any communicator) run as one, e.g.
+        a send and a receive that would otherwise wait for each other."""
+        self._nccl.check(self._nccl.lib.ncclGroupStart())
+        try:
+            yield self
+        finally:
+            self._nccl.check(self._nccl.lib.ncclGroupEnd(), self._comm)
+
+    def _root(self, root: int) -> int:
+        if not 0 <= root < self._size:
+            raise ValueError(f"root {root} is not a rank of {self._size}")
+        return root
+
+    def _peer(self, peer: int) -> int:
+        if not 0 <= peer < self._size:
+            raise ValueError(f"peer {peer} is not a rank of {self._size}")
+        return peer
 
     def barrier(self) -> None:
         """A one-element all-reduce, then a wait for the current stream."""
