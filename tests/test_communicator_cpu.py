@@ -5,7 +5,6 @@ Also mscclpp_nccl.arrays: what it takes (interfaces, dtype overrides, streams) a
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -58,21 +57,10 @@ class _Nccl(stand_ins._FakeNccl):
 
 
 def run_ranks(n: int, body: Callable[[Communicator], Any]) -> list[Any]:
+    """body(communicator) on n ranks, threads of one World; their results (a rank's exception raised)."""
     world = fake.World(n)
     comms = [Communicator._wrap(_Nccl(_Lib(world, r)), ffi.cast("void*", 0x1000 + r), 0) for r in range(n)]
-    results: list[Any] = [None] * n
-
-    def rank(r: int) -> None:
-        try:
-            results[r] = body(comms[r])
-        except BaseException as e:  # reported below
-            results[r] = e
-
-    threads = [threading.Thread(target=rank, args=(r,)) for r in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    results = stand_ins._run_threads(n, lambda r: body(comms[r]))
     for r in results:
         if isinstance(r, BaseException):
             raise r
