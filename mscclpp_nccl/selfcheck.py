@@ -32,16 +32,19 @@ def sizes(min_bytes: int, max_bytes: int) -> list[int]:
     return out
 
 
-# --- bfloat16 on the host (NumPy has none): round-to-nearest-even from float32 -----------------------
+# --- bfloat16 on the host (NumPy has none): ml_dtypes', round-to-nearest-even from float32 --------------
 
 
 def to_bf16_bits(x: np.ndarray) -> np.ndarray:
-    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    import ml_dtypes
+
+    return x.astype(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
 
 
 def from_bf16_bits(b: np.ndarray) -> np.ndarray:
-    return (b.astype(np.uint32) << 16).view(np.float32)
+    import ml_dtypes
+
+    return b.astype(np.uint16).view(ml_dtypes.bfloat16).astype(np.float32)
 
 
 def rank_input(rank: int, nbytes: int, dtype: str) -> np.ndarray:
