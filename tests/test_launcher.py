@@ -37,7 +37,9 @@ PRINT_ENV = f"import json, os; print(json.dumps({{k: os.environ.get(k) for k in 
 def launch(
     *args: str, env: dict[str, str] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, **(env or {})}
+    # No GPU unless a test names some: the launcher refuses more ranks than GPUs without --mps or
+    # --share-gpus, and these commands need none.
+    full_env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "mscclpp_nccl.run", *args],
         capture_output=True,
