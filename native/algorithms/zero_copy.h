@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "native/device/device_types.h"
+#include "native/transport/mapped_buffers.h"
 
 namespace mscclpp_nccl {
 
@@ -19,23 +20,6 @@ constexpr int kMaxZeroCopyBlocks = 64;
 constexpr int kZeroCopyThreads = 512;
 // Largest communicator (kernels keep every rank's buffer pointers in shared memory).
 constexpr int kMaxZeroCopyRanks = 64;
-
-// Allocations of each rank that its peers keep mapped (transport/mapped_allocations.h).
-constexpr int kMaxMappedAllocations = 256;
-
-// How a rank's peers find one of its buffers: allocation `index` in their table of its allocations,
-// plus `offset`. `ready`: every peer has mapped that allocation.
-struct MappedBuffer {
-  uint64_t offset;
-  uint32_t index;
-  uint32_t ready;
-};
-
-// One peer allocation as mapped here: its start and its size.
-struct MappedRegion {
-  char* base;  // null: not mapped
-  uint64_t bytes;
-};
 
 // What a rank posts to its peers for a mapped zero-copy call: how they find its buffers, and the call as
 // it was made here (the kernel fills that in), which every rank compares with its peers' (mapped_bounds.h).

@@ -32,10 +32,10 @@
 #include <thread>
 #include <vector>
 
-#include "native/algorithms/zero_copy.h"
 #include "native/bootstrap/bootstrap.h"
 #include "native/common/status.h"
 #include "native/transport/allocation_registry.h"
+#include "native/transport/mapped_buffers.h"
 #include "native/transport/rank_info.h"
 
 namespace mscclpp_nccl {
