@@ -15,10 +15,10 @@
 #include <cstdint>
 
 #include "native/device/device_types.h"
+#include "native/device/grid_limits.h"
 
 namespace mscclpp_nccl {
 
-constexpr int kMaxLaneBlocks = 64;
 constexpr int kLaneStages = 2;
 constexpr int kLaneThreads = 512;
 constexpr size_t kLaneAlignment = 16;

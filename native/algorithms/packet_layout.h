@@ -14,10 +14,10 @@
 #include <cstdint>
 
 #include "native/device/device_types.h"
+#include "native/device/grid_limits.h"
 
 namespace mscclpp_nccl {
 
-constexpr int kMaxPacketBlocks = 32;
 constexpr int kPacketBytes = 16;
 constexpr int kPacketPayloadBytes = 8;
 constexpr int kPacketThreads = 512;

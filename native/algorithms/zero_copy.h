@@ -12,11 +12,11 @@
 #include <cstdint>
 
 #include "native/device/device_types.h"
+#include "native/device/grid_limits.h"
 #include "native/transport/mapped_buffers.h"
 
 namespace mscclpp_nccl {
 
-constexpr int kMaxZeroCopyBlocks = 64;
 constexpr int kZeroCopyThreads = 512;
 // Largest communicator (kernels keep every rank's buffer pointers in shared memory).
 constexpr int kMaxZeroCopyRanks = 64;

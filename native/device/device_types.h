@@ -25,10 +25,6 @@ struct WaitControl {
   int rank;
 };
 
-// Early launch (native/device/dependent_launch.cuh): the largest grid ever launched early. Below it, the
-// grid must also fit in half of a rank's share of co-resident blocks (AlgorithmSelector::earlyLaunchBlocks).
-constexpr int kEarlyLaunchMaxBlocks = 32;
-
 // kKernelCallsDiffer: the ranks' posts of a mapped zero-copy call say they were called with different
 // counts (or collectives or roots); kKernelBadPeerData: a peer's post names a buffer outside the allocation
 // mapped for it here (native/algorithms/mapped_bounds.h).

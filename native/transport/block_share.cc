@@ -3,11 +3,8 @@
 #include <algorithm>
 #include <array>
 
-#include "native/algorithms/lanes.h"
-#include "native/algorithms/packet_layout.h"
-#include "native/algorithms/zero_copy.h"
 #include "native/common/env.h"
-#include "native/device/device_types.h"
+#include "native/device/grid_limits.h"
 
 namespace mscclpp_nccl {
 namespace {
