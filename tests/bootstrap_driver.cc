@@ -245,7 +245,7 @@ int modeThreads(int nranks) {
   return 0;
 }
 
-// Reads the root's address out of the id; the layout is private to bootstrap.cc (magic, flags,
+// Reads the root's address out of the id; the layout is the bootstrap's own (rendezvous.h: magic, flags,
 // 32-byte key, address), which this test mirrors on purpose.
 int modeStranger(const std::string& path, bool silent) {
   UniqueId id;

@@ -1,8 +1,8 @@
 """The TCP bootstrap against peers that do not follow its protocol: the wire format spoken by hand from
-Python (layouts mirror native/bootstrap/bootstrap.cc and key_proof.h on purpose), with tests of the key in
-NCCL_COMM_ID mode, the bound on hello.nranks, frame sizes, the cap on unauthenticated connections and the
-idle deadline of unused rendezvous. tests/test_bootstrap_auth.py tests the challenge and response and the
-rank claims; tests/test_bootstrap_fuzz.py reuses the helpers.
+Python (layouts mirror native/bootstrap/rendezvous.cc, handshake.h, bootstrap.cc and key_proof.h on
+purpose), with tests of the key in NCCL_COMM_ID mode, the bound on hello.nranks, frame sizes, the cap on
+unauthenticated connections and the idle deadline of unused rendezvous. tests/test_bootstrap_auth.py tests
+the challenge and response and the rank claims; tests/test_bootstrap_fuzz.py reuses the helpers.
 The C++ driver (tests/bootstrap_driver.cc) is built with g++ (sanitized where the toolchain allows)."""
 
 from __future__ import annotations

@@ -24,6 +24,8 @@ from host_build import build_driver, driver_env
 SOURCES = [
     "native/bootstrap/abort_link.cc",
     "native/bootstrap/bootstrap.cc",
+    "native/bootstrap/handshake.cc",
+    "native/bootstrap/rendezvous.cc",
     "native/bootstrap/socket.cc",
     "native/common/env.cc",
     "native/common/json.cc",

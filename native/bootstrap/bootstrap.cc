@@ -1,6 +1,6 @@
-// TCP bootstrap: a one-shot root service hands every rank the table of listening addresses; afterwards
-// ranks exchange framed messages {tag, size, payload} directly. Every connection opens with the
-// challenge and response of key_proof.h, so that both ends know the other holds the job's key. Each bootstrap
+// TCP bootstrap between ranks: once the rendezvous (rendezvous.h) has handed every rank the table of
+// listening addresses, ranks exchange framed messages {tag, size, payload} directly. Every connection opens
+// with the handshake of handshake.h, so that both ends know the other holds the job's key. Each bootstrap
 // runs one receiver thread that reads all incoming connections into a mailbox keyed by (peer, tag); outgoing
 // connections are opened lazily, one per peer, and only ever written to (so closing one never discards unread
 // data). After watchPeers() every pair has a connection each way; an orderly close sends a goodbye frame
@@ -11,7 +11,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -34,8 +33,9 @@
 #include <vector>
 
 #include "native/bootstrap/abort_link.h"
+#include "native/bootstrap/handshake.h"
 #include "native/bootstrap/key_proof.h"
-#include "native/bootstrap/sha256.h"
+#include "native/bootstrap/rendezvous.h"
 #include "native/bootstrap/socket.h"
 #include "native/common/env.h"
 #include "native/common/logging.h"
@@ -43,18 +43,6 @@
 namespace mscclpp_nccl {
 namespace {
 
-constexpr uint32_t kIdMagic = 0x3142'4e4d;     // "MNB1"
-constexpr uint32_t kHelloMagic = 0x4f4c'4548;  // "HELO"
-// The id names an NCCL_COMM_ID address: no service runs yet, rank 0 starts it in create().
-constexpr uint32_t kFlagRootAtRank0 = 1;
-// A connection must complete its challenge and response (and, at the root, its hello) within this time.
-constexpr double kHandshakeSeconds = 5.0;
-// Unauthenticated connections held at once by the root or a rank's listener (each costs a descriptor
-// for up to kHandshakeSeconds); when full, the oldest goes. Real ranks connect and authenticate within
-// milliseconds, so a flood only evicts its own older connections.
-constexpr size_t kMaxPendingConnections = 64;
-// Ranks wait longer than the root, so that the root's message naming the missing ranks arrives first.
-constexpr double kRootGraceSeconds = 5.0;
 // Internal tags sit at the bottom of the int range; user tags there are refused.
 constexpr int kTagAllGather = INT_MIN;
 constexpr int kTagHello = INT_MIN + 1;    // watchPeers: opens the connection each way
@@ -84,29 +72,6 @@ constexpr size_t kCoalesceBytes = 4096;  // small frames go out in one write
 // A goodbye is not worth a longer wait (a peer that cannot take 16 bytes is gone or stuck).
 constexpr double kGoodbyeSeconds = 1.0;
 
-// The unique id. Peers share byte order and layout (one cluster, one build of this library). The key is
-// the job's: random for an id of ncclGetUniqueId, derived from NCCL_COMM_ID (and the shared secret) else.
-struct IdLayout {
-  uint32_t magic;
-  uint32_t flags;
-  uint8_t key[kKeyBytes];
-  SocketAddress root;
-};
-static_assert(sizeof(IdLayout) <= kUniqueIdBytes, "the id must fit ncclUniqueId");
-
-// Rank -> root: the claim that follows the rank's proof.
-struct Hello {
-  uint32_t magic;
-  int32_t rank;
-  int32_t nranks;
-  SocketAddress listen;
-};
-// Acceptor -> connector after the claim: status 0 (and, from the root, the address table), or a Status
-// value and the error text.
-struct Reply {
-  int32_t status;
-  uint32_t bytes;
-};
 // Rank -> rank: the claim that follows the connecting rank's proof, once per connection.
 struct PeerClaim {
   int32_t rank;
@@ -116,354 +81,6 @@ struct FrameHeader {
   uint32_t reserved;
   uint64_t bytes;
 };
-
-// A warning that shows without NCCL_DEBUG too: it is about who else can join the job.
-void warnAlways(const std::string& text) {
-  const std::string level = envString("NCCL_DEBUG");
-  if (strcasecmp(level.c_str(), "WARN") == 0 || strcasecmp(level.c_str(), "INFO") == 0 ||
-      strcasecmp(level.c_str(), "TRACE") == 0)
-    logWarn("%s", text.c_str());
-  else
-    fprintf(stderr, "mscclpp-nccl WARN %s\n", text.c_str());
-}
-
-// NCCL_COMM_ID mode: every process must derive the same key without talking. With
-// MSCCLPP_NCCL_COMM_SECRET set, the key is an HMAC of NCCL_COMM_ID's text under the SHA-256 of the secret
-// text (any text, hex or not, used as is), so that it is bound to this job's address as well; without it,
-// the key is SHA-256 of NCCL_COMM_ID's text, which keeps apart unrelated jobs that happen to use the same
-// port and protects nothing from anyone who knows NCCL_COMM_ID.
-void deriveCommIdKey(const std::string& commId, uint8_t* out) {
-  static_assert(kKeyBytes == 32, "the key is one SHA-256 digest");
-  const std::string shared = envString("MSCCLPP_NCCL_COMM_SECRET");
-  if (!shared.empty()) {
-    uint8_t secret[32];
-    sha256("mscclpp-nccl comm secret:" + shared, secret);
-    return hmacSha256(secret, sizeof(secret), "mscclpp-nccl comm id:" + commId, out);
-  }
-  sha256("mscclpp-nccl comm id:" + commId, out);
-  static std::atomic<bool> warned{false};
-  if (!warned.exchange(true))
-    warnAlways("bootstrap: NCCL_COMM_ID=" + commId +
-               " is used without MSCCLPP_NCCL_COMM_SECRET: any local user (and, off loopback, anyone who can "
-               "reach that address) who knows NCCL_COMM_ID can join this job's rendezvous and read or forge "
-               "its messages; set MSCCLPP_NCCL_COMM_SECRET to the same secret text for every rank");
-}
-
-// The acceptor's half of key_proof.h: checks the challenge and sends a fresh nonce with its proof, into a
-// socket buffer that has room for it (a new connection's). False: drop the connection.
-bool answerChallenge(int fd, const uint8_t* key, KeyPurpose purpose, const Challenge& challenge,
-                     uint8_t* nonce) {
-  if (challenge.magic != kChallengeMagic || challenge.purpose != static_cast<uint32_t>(purpose)) return false;
-  Answer answer;
-  if (!ok(randomBytes(answer.nonce, kNonceBytes))) return false;
-  acceptorProof(key, purpose, challenge.nonce, answer.nonce, answer.proof);
-  memcpy(nonce, answer.nonce, kNonceBytes);
-  return ::send(fd, &answer, sizeof(answer), MSG_NOSIGNAL | MSG_DONTWAIT) ==
-         static_cast<ssize_t>(sizeof(answer));
-}
-
-// The connector's half: challenges the acceptor on `fd`, checks its proof and sends ours with `claim`.
-// kRemoteError with the reason when the acceptor did not prove that it holds the key.
-Status proveKey(int fd, const uint8_t* key, KeyPurpose purpose, const void* claim, size_t claimBytes,
-                Deadline deadline, const std::atomic<bool>* abortFlag) {
-  Challenge challenge;
-  challenge.magic = kChallengeMagic;
-  challenge.purpose = static_cast<uint32_t>(purpose);
-  MSCCLPP_TRY(randomBytes(challenge.nonce, kNonceBytes));
-  MSCCLPP_TRY(sendAll(fd, &challenge, sizeof(challenge), deadline, abortFlag));
-  Answer answer;
-  MSCCLPP_TRY(recvAll(fd, &answer, sizeof(answer), deadline, abortFlag));
-  uint8_t expected[kProofBytes];
-  acceptorProof(key, purpose, challenge.nonce, answer.nonce, expected);
-  if (!proofsEqual(expected, answer.proof))
-    return fail(Status::kRemoteError, "it did not prove that it holds this job's key");
-  std::string message(kProofBytes, '\0');
-  connectorProof(key, purpose, challenge.nonce, answer.nonce, claim, claimBytes,
-                 reinterpret_cast<uint8_t*>(&message[0]));
-  message.append(static_cast<const char*>(claim), claimBytes);
-  return sendAll(fd, message.data(), message.size(), deadline, abortFlag);
-}
-
-// The acceptor checks the connector's proof over the claim that follows it in `buf`.
-bool claimProven(const uint8_t* key, KeyPurpose purpose, const Challenge& challenge, const uint8_t* nonce,
-                 const uint8_t* buf, size_t claimBytes) {
-  uint8_t expected[kProofBytes];
-  connectorProof(key, purpose, challenge.nonce, nonce, buf + kProofBytes, claimBytes, expected);
-  return proofsEqual(expected, buf);
-}
-
-// Makes room for one more unauthenticated connection in `conns` (oldest first): when kMaxPendingConnections
-// are pending already, the oldest pending one is dropped.
-template <typename Conns, typename IsPending>
-void makeRoomForPending(Conns& conns, IsPending isPending, const char* who) {
-  size_t pending = 0;
-  for (const auto& c : conns) pending += isPending(c) ? 1 : 0;
-  if (pending < kMaxPendingConnections) return;
-  auto oldest = std::find_if(conns.begin(), conns.end(), isPending);
-  MSCCLPP_INFO(kBootstrap, "%s: %zu connections are waiting to authenticate: dropping the oldest", who,
-               pending);
-  conns.erase(oldest);
-}
-
-int pollTimeoutMs(Deadline wake) {
-  return static_cast<int>(std::min(secondsLeft(wake) * 1000.0 + 1.0, 1000.0));
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Root service: serves one rendezvous, then exits. Runs in its own detached thread; no CUDA calls.
-
-class RootService {
- public:
-  RootService(Socket listener, const uint8_t* key, double timeoutSeconds)
-      : listener_(std::move(listener)),
-        timeout_(timeoutSeconds),
-        idleDeadline_(deadlineAfter(timeoutSeconds)) {
-    memcpy(key_, key, kKeyBytes);
-  }
-
-  void run() {
-    while (!done_) {
-      std::vector<pollfd> fds;
-      std::vector<int> owner;  // -1: listener, 0..: pending index, -2 - r: registered rank r
-      fds.push_back({listener_.fd(), POLLIN, 0});
-      owner.push_back(-1);
-      Deadline wake = Clock::now() + std::chrono::seconds(1);
-      for (size_t i = 0; i < pending_.size(); ++i) {
-        fds.push_back({pending_[i].sock.fd(), POLLIN, 0});
-        owner.push_back(static_cast<int>(i));
-        wake = std::min(wake, pending_[i].deadline);
-      }
-      for (size_t r = 0; r < ranks_.size(); ++r) {
-        if (!ranks_[r].valid()) continue;
-        fds.push_back({ranks_[r].fd(), POLLIN, 0});
-        owner.push_back(-2 - static_cast<int>(r));
-      }
-      wake = std::min(wake, armed_ ? deadline_ : idleDeadline_);
-      if (poll(fds.data(), fds.size(), pollTimeoutMs(wake)) > 0) {
-        for (size_t i = 1; i < fds.size() && !done_; ++i) {
-          if (!fds[i].revents) continue;
-          if (owner[i] >= 0)
-            servePending(pending_[owner[i]]);
-          else
-            watchRank(-2 - owner[i]);
-        }
-        if (!done_ && fds[0].revents) acceptAll();
-      }
-      if (done_) break;
-      Deadline now = Clock::now();
-      for (Pending& p : pending_) {
-        if (p.sock.valid() && now >= p.deadline) {
-          MSCCLPP_INFO(kBootstrap, "bootstrap root: dropping a connection that did not authenticate in time");
-          p.sock.close();
-        }
-      }
-      pending_.erase(
-          std::remove_if(pending_.begin(), pending_.end(), [](const Pending& p) { return !p.sock.valid(); }),
-          pending_.end());
-      if (armed_ && now >= deadline_) {
-        if (failed_) break;
-        reportTimeout();
-      }
-      if (!armed_ && now >= idleDeadline_) {
-        // An id nobody used (or only strangers knocked): its thread and port must not live forever.
-        MSCCLPP_INFO(kBootstrap, "bootstrap root: no rank arrived within %g s; closing the rendezvous",
-                     timeout_);
-        break;
-      }
-    }
-    MSCCLPP_INFO(kBootstrap, "bootstrap root: service finished");
-  }
-
- private:
-  struct Pending {
-    Socket sock;
-    Deadline deadline;
-    bool answered = false;  // our answer went out: the rank's proof and hello come next
-    Challenge challenge;
-    uint8_t nonce[kNonceBytes];  // ours
-    uint8_t buf[kProofBytes + sizeof(Hello)];
-    size_t have = 0;
-  };
-
-  void acceptAll() {
-    for (int i = 0; i < 256; ++i) {
-      Socket sock;
-      if (!ok(acceptSocket(listener_, &sock))) {
-        poll(nullptr, 0, 10);  // e.g. out of descriptors: do not spin
-        return;
-      }
-      if (!sock.valid()) return;
-      makeRoomForPending(pending_, [](const Pending& p) { return p.sock.valid(); }, "bootstrap root");
-      pending_.emplace_back();
-      pending_.back().sock = std::move(sock);
-      pending_.back().deadline = deadlineAfter(kHandshakeSeconds);
-    }
-  }
-
-  void servePending(Pending& p) {
-    if (!p.sock.valid()) return;
-    uint8_t* into = p.answered ? p.buf : reinterpret_cast<uint8_t*>(&p.challenge);
-    const size_t want = p.answered ? sizeof(p.buf) : sizeof(p.challenge);
-    long n = readSome(p.sock.fd(), into + p.have, want - p.have);
-    if (n < 0) {
-      p.sock.close();
-      return;
-    }
-    p.have += static_cast<size_t>(n);
-    if (p.have < want) return;
-    p.have = 0;
-    if (!p.answered) {
-      p.answered = answerChallenge(p.sock.fd(), key_, KeyPurpose::kRoot, p.challenge, p.nonce);
-      if (!p.answered) {
-        MSCCLPP_INFO(kBootstrap, "bootstrap root: dropping a connection that sent no valid challenge");
-        p.sock.close();
-      }
-      return;
-    }
-    if (!claimProven(key_, KeyPurpose::kRoot, p.challenge, p.nonce, p.buf, sizeof(Hello))) {
-      MSCCLPP_INFO(kBootstrap, "bootstrap root: dropping a connection that did not prove the key");
-      p.sock.close();
-      return;
-    }
-    Hello hello;
-    memcpy(&hello, p.buf + kProofBytes, sizeof(hello));
-    onHello(std::move(p.sock), hello);
-  }
-
-  void onHello(Socket sock, const Hello& hello) {
-    if (hello.magic != kHelloMagic || !isValidAddress(hello.listen) || hello.nranks <= 0) return;
-    if (failed_) {  // a rank that comes late learns why at once, not at its own timeout
-      reply(sock, failStatus_, failText_);
-      return;
-    }
-    if (hello.nranks > kMaxRanks) {  // refused before anything is sized by it
-      reply(sock, Status::kInvalidUsage,
-            "bootstrap: nranks=" + std::to_string(hello.nranks) + " exceeds the limit of " +
-                std::to_string(kMaxRanks) + " ranks");
-      return;
-    }
-    if (hello.rank < 0 || hello.rank >= hello.nranks) {
-      reply(sock, Status::kInvalidUsage,
-            "bootstrap: rank " + std::to_string(hello.rank) + " is out of range for " +
-                std::to_string(hello.nranks) + " ranks");
-      return;
-    }
-    if (nranks_ < 0) {
-      // The deadline starts with the first authenticated rank: strangers and port scans do not arm it.
-      nranks_ = hello.nranks;
-      ranks_.resize(nranks_);
-      table_.resize(nranks_);
-      armed_ = true;
-      deadline_ = deadlineAfter(timeout_);
-    }
-    if (hello.nranks != nranks_) {
-      finishWithError(Status::kInvalidUsage,
-                      "bootstrap: rank " + std::to_string(hello.rank) + " joined with nranks=" +
-                          std::to_string(hello.nranks) + " but others use nranks=" + std::to_string(nranks_),
-                      &sock, /*linger=*/true);
-      return;
-    }
-    if (ranks_[hello.rank].valid()) {
-      // Either claim may be the impostor's (one that holds the key): neither is believed.
-      finishWithError(Status::kInvalidUsage,
-                      "bootstrap: rank " + std::to_string(hello.rank) + " of " + std::to_string(nranks_) +
-                          " joined twice (the same unique id used for two ranks, or another process that "
-                          "holds the job's key claimed it); the rendezvous fails on every rank",
-                      &sock, /*linger=*/true);
-      return;
-    }
-    ranks_[hello.rank] = std::move(sock);
-    table_[hello.rank] = hello.listen;
-    MSCCLPP_INFO(kBootstrap, "bootstrap root: rank %d/%d arrived (%s)", hello.rank, nranks_,
-                 addressToString(hello.listen).c_str());
-    if (++arrived_ < nranks_) return;
-    std::string table(reinterpret_cast<const char*>(table_.data()), table_.size() * sizeof(SocketAddress));
-    for (Socket& rank : ranks_) reply(rank, Status::kSuccess, table);
-    done_ = true;
-  }
-
-  // A registered rank that disconnects before the table is sent no longer counts as arrived.
-  void watchRank(int r) {
-    if (!ranks_[r].valid()) return;  // answered and closed by a failure earlier in this round
-    char scratch[64];
-    if (readSome(ranks_[r].fd(), scratch, sizeof(scratch)) >= 0) return;
-    MSCCLPP_INFO(kBootstrap, "bootstrap root: rank %d left before the rendezvous completed", r);
-    ranks_[r].close();
-    --arrived_;
-  }
-
-  void reportTimeout() {
-    std::string missing;
-    int count = 0;
-    for (int r = 0; r < nranks_; ++r) {
-      if (ranks_[r].valid()) continue;
-      if (++count <= 64) missing += (missing.empty() ? "" : ",") + std::to_string(r);
-    }
-    if (count > 64) missing += ",...";
-    char text[1024];
-    snprintf(text, sizeof(text), "bootstrap timed out after %g s: rank%s %s of %d never arrived", timeout_,
-             count == 1 ? "" : "s", missing.c_str(), nranks_);
-    finishWithError(Status::kTimeout, text, nullptr, /*linger=*/false);
-  }
-
-  // Tells every rank that arrived why the rendezvous failed. With `linger`, the service then answers the
-  // ranks still to come the same way until its deadline, instead of leaving them to time out.
-  void finishWithError(Status status, const std::string& text, Socket* extra, bool linger) {
-    logWarn("%s", text.c_str());
-    for (Socket& rank : ranks_) {
-      if (rank.valid()) reply(rank, status, text);
-      rank.close();
-    }
-    if (extra) reply(*extra, status, text);
-    failed_ = true;
-    failStatus_ = status;
-    failText_ = text;
-    done_ = !linger;
-  }
-
-  static void reply(const Socket& sock, Status status, const std::string& payload) {
-    Reply header = {static_cast<int32_t>(status), static_cast<uint32_t>(payload.size())};
-    std::string message(reinterpret_cast<const char*>(&header), sizeof(header));
-    message += payload;
-    // Best effort: a rank that cannot take its answer in time fails on its own deadline.
-    sendAll(sock.fd(), message.data(), message.size(), deadlineAfter(kHandshakeSeconds));
-  }
-
-  Socket listener_;
-  uint8_t key_[kKeyBytes];
-  const double timeout_;
-  std::vector<Pending> pending_;
-  int nranks_ = -1;
-  int arrived_ = 0;
-  std::vector<Socket> ranks_;
-  std::vector<SocketAddress> table_;
-  bool armed_ = false;
-  Deadline deadline_;
-  const Deadline idleDeadline_;  // before the first rank arrives
-  bool done_ = false;
-  bool failed_ = false;
-  Status failStatus_ = Status::kSuccess;
-  std::string failText_;
-};
-
-Status startRootService(Socket listener, const uint8_t* key, double timeoutSeconds) {
-  try {
-    auto service = std::make_unique<RootService>(std::move(listener), key, timeoutSeconds);
-    std::thread([service = std::move(service)]() {
-      try {
-        service->run();
-      } catch (const std::exception& e) {
-        logWarn("bootstrap root: service stopped: %s", e.what());
-      }
-    }).detach();
-    return Status::kSuccess;
-  } catch (const std::exception& e) {
-    return fail(Status::kSystemError, "bootstrap: cannot start the root service: %s", e.what());
-  }
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Per-rank bootstrap.
 
 class TcpBootstrap;
 
@@ -596,7 +213,7 @@ class TcpBootstrap final : public Bootstrap {
   // One step of the handshake of a connection to our listener: 1 progress, 0 nothing to read now, -1 close.
   int serveHandshake(Incoming& in);
   void stop();
-  Status abortedError() const { return fail(Status::kRemoteError, "bootstrap rank %d: aborted", rank_); }
+  Status abortedError() const { return rankAborted(rank_); }
 
   const int rank_;
   const int nranks_;
@@ -632,17 +249,7 @@ class TcpBootstrap final : public Bootstrap {
 };
 
 Status TcpBootstrap::init(const IdLayout& id) {
-  const std::string rootText = addressToString(id.root);
-  if ((id.flags & kFlagRootAtRank0) && rank_ == 0) {
-    Socket listener;
-    SocketAddress bound;
-    if (!ok(listenSocket(id.root, &listener, &bound))) {
-      std::string why = lastError();
-      return fail(Status::kSystemError, "bootstrap: rank 0 cannot serve NCCL_COMM_ID=%s: %s",
-                  rootText.c_str(), why.c_str());
-    }
-    MSCCLPP_TRY(startRootService(std::move(listener), id.key, timeout_));
-  }
+  if ((id.flags & kFlagRootAtRank0) && rank_ == 0) MSCCLPP_TRY(startRootAtRank0(id, timeout_));
 
   // Ranks of a loopback root are all on this host; otherwise listen where NCCL_SOCKET_IFNAME points.
   SocketAddress local;
@@ -659,62 +266,7 @@ Status TcpBootstrap::init(const IdLayout& id) {
   wakeWrite_ = Socket(pipeFds[1]);
   receiver_ = std::thread([this] { receiverMain(); });
 
-  Socket root;
-  Status status = connectSocket(id.root, deadlineAfter(timeout_), &aborted_, &root);
-  if (!ok(status)) {
-    if (aborted_.load()) return abortedError();
-    std::string why = lastError();
-    return fail(status, "bootstrap: rank %d could not reach the root at %s within %g s: %s", rank_,
-                rootText.c_str(), timeout_, why.c_str());
-  }
-  Hello hello;
-  memset(&hello, 0, sizeof(hello));
-  hello.magic = kHelloMagic;
-  hello.rank = rank_;
-  hello.nranks = nranks_;
-  hello.listen = listenAddr_;
-  Reply reply = {0, 0};
-  // The root answers a challenge at once: a port that stays silent is not our root.
-  status = proveKey(root.fd(), key_, KeyPurpose::kRoot, &hello, sizeof(hello),
-                    deadlineAfter(std::min(timeout_, kHandshakeSeconds)), &aborted_);
-  if (aborted_.load()) return abortedError();
-  if (status == Status::kRemoteError || status == Status::kTimeout) {
-    std::string why = lastError();
-    return fail(
-        Status::kRemoteError,
-        "bootstrap: rank %d: refusing the root at %s: %s (another process on its port, or a unique id "
-        "or NCCL_COMM_ID / MSCCLPP_NCCL_COMM_SECRET that differs from the other ranks'?)",
-        rank_, rootText.c_str(), why.c_str());
-  }
-  if (ok(status))
-    status =
-        recvAll(root.fd(), &reply, sizeof(reply), deadlineAfter(timeout_ + kRootGraceSeconds), &aborted_);
-  if (aborted_.load()) return abortedError();
-  if (status == Status::kTimeout)
-    return fail(Status::kTimeout, "bootstrap: rank %d got no answer from the root at %s within %g s", rank_,
-                rootText.c_str(), timeout_ + kRootGraceSeconds);
-  if (!ok(status)) {
-    std::string why = lastError();
-    return fail(Status::kRemoteError,
-                "bootstrap: rank %d lost the root at %s: %s (root process gone, or the id reused?)", rank_,
-                rootText.c_str(), why.c_str());
-  }
-  const Deadline bodyDeadline = deadlineAfter(kHandshakeSeconds);
-  if (reply.status != 0) {
-    std::string text(std::min<uint32_t>(reply.bytes, 4096), '\0');
-    if (!ok(recvAll(root.fd(), &text[0], text.size(), bodyDeadline))) text = "(message lost)";
-    bool known = reply.status > 0 && reply.status <= static_cast<int32_t>(Status::kTimeout);
-    return fail(known ? static_cast<Status>(reply.status) : Status::kRemoteError, "%s", text.c_str());
-  }
-  if (reply.bytes != nranks_ * sizeof(SocketAddress))
-    return fail(Status::kInternalError, "bootstrap: the root sent %u bytes of addresses, expected %zu",
-                reply.bytes, nranks_ * sizeof(SocketAddress));
-  peers_.resize(nranks_);
-  if (!ok(recvAll(root.fd(), peers_.data(), reply.bytes, bodyDeadline))) {
-    std::string why = lastError();
-    return fail(Status::kRemoteError, "bootstrap: rank %d: reading the address table: %s", rank_,
-                why.c_str());
-  }
+  MSCCLPP_TRY(joinRendezvous(id, rank_, nranks_, listenAddr_, timeout_, &aborted_, &peers_));
   std::string failure;
   bool notify = false;
   {
@@ -830,8 +382,7 @@ Status TcpBootstrap::connectPeer(Outgoing& out, int peer, Deadline deadline) {
   Reply verdict = {0, 0};
   if (ok(status)) status = recvAll(out.sock.fd(), &verdict, sizeof(verdict), handshake, &aborted_);
   if (ok(status) && verdict.status != 0) {
-    std::string text(std::min<uint32_t>(verdict.bytes, 4096), '\0');
-    if (!ok(recvAll(out.sock.fd(), &text[0], text.size(), handshake, &aborted_))) text = "(message lost)";
+    const std::string text = refusalText(out.sock.fd(), verdict, handshake, &aborted_);
     status = fail(Status::kRemoteError, "it refused this rank: %s", text.c_str());
     // It failed the communicator: so does this rank, and it tells its own peers too, so that the news
     // reaches every rank even where the first rank to know stopped before telling them all.
@@ -1042,9 +593,7 @@ void TcpBootstrap::startNotifier(const std::string& text) {
 }
 
 int TcpBootstrap::sendVerdict(int fd, Status status, const std::string& text) {
-  const Reply verdict = {static_cast<int32_t>(status), static_cast<uint32_t>(text.size())};
-  std::string message(reinterpret_cast<const char*>(&verdict), sizeof(verdict));
-  message += text;
+  const std::string message = verdictMessage(status, text);
   // A new connection's socket buffer has room for it.
   const ssize_t sent = ::send(fd, message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   return sent == static_cast<ssize_t>(message.size()) ? 1 : -1;
@@ -1255,20 +804,14 @@ void TcpBootstrap::receiverLoop() {
     conns.erase(std::remove_if(conns.begin(), conns.end(), [](const auto& in) { return !in->sock.valid(); }),
                 conns.end());
     if (fds[1].revents) {
-      for (int i = 0; i < 256; ++i) {
-        Socket sock;
-        if (!ok(acceptSocket(listener_, &sock))) {
-          poll(nullptr, 0, 10);  // e.g. out of descriptors: do not spin
-          break;
-        }
-        if (!sock.valid()) break;
+      acceptPending(listener_, [&conns](Socket sock) {
         makeRoomForPending(
             conns, [](const std::unique_ptr<Incoming>& c) { return c->peer < 0; }, "bootstrap: listener");
         auto in = std::make_unique<Incoming>();
         in->sock = std::move(sock);
         in->handshakeDeadline = deadlineAfter(kHandshakeSeconds);
         conns.push_back(std::move(in));
-      }
+      });
     }
   }
 }
@@ -1393,41 +936,6 @@ void TcpBootstrap::abort() {
 
 }  // namespace
 
-double bootstrapTimeoutSeconds() {
-  double seconds = envDouble("MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT", 300.0);
-  return seconds > 0 ? seconds : 300.0;
-}
-
-Status bootstrapCreateUniqueId(UniqueId* out, bool ignoreCommIdEnv) {
-  if (!out) return fail(Status::kInvalidArgument, "bootstrap: null unique id");
-  IdLayout id;
-  memset(&id, 0, sizeof(id));
-  id.magic = kIdMagic;
-  const std::string commId = ignoreCommIdEnv ? std::string() : envString("NCCL_COMM_ID");
-  if (!commId.empty()) {
-    if (!ok(parseAddress(commId, &id.root))) {
-      std::string why = lastError();
-      return fail(Status::kInvalidArgument, "bootstrap: NCCL_COMM_ID=%s: %s", commId.c_str(), why.c_str());
-    }
-    id.flags = kFlagRootAtRank0;
-    deriveCommIdKey(commId, id.key);
-  } else {
-    SocketAddress local;
-    std::string ifName;
-    MSCCLPP_TRY(selectInterfaceAddress(&local, &ifName));
-    if (!ok(randomBytes(id.key, kKeyBytes)))
-      return fail(Status::kSystemError, "bootstrap: cannot read random bytes for the unique id's key");
-    Socket listener;
-    MSCCLPP_TRY(listenSocket(local, &listener, &id.root));
-    MSCCLPP_TRY(startRootService(std::move(listener), id.key, bootstrapTimeoutSeconds()));
-    MSCCLPP_INFO(kBootstrap, "bootstrap: root service listening on %s (%s)", addressToString(id.root).c_str(),
-                 ifName.c_str());
-  }
-  memset(out->bytes, 0, sizeof(out->bytes));
-  memcpy(out->bytes, &id, sizeof(id));
-  return Status::kSuccess;
-}
-
 Status Bootstrap::create(const UniqueId& id, int rank, int nranks, double timeoutSeconds,
                          std::unique_ptr<Bootstrap>* out, AbortLink* link) {
   if (!out) return fail(Status::kInvalidArgument, "bootstrap: null output");
@@ -1437,10 +945,7 @@ Status Bootstrap::create(const UniqueId& id, int rank, int nranks, double timeou
   if (nranks > kMaxRanks)
     return fail(Status::kInvalidArgument, "bootstrap: %d ranks exceed the limit of %d", nranks, kMaxRanks);
   IdLayout layout;
-  memcpy(&layout, id.bytes, sizeof(layout));
-  if (layout.magic != kIdMagic || !isValidAddress(layout.root))
-    return fail(Status::kInvalidArgument,
-                "bootstrap: invalid unique id (not made by this library's ncclGetUniqueId?)");
+  MSCCLPP_TRY(readUniqueId(id, &layout));
   if (!(timeoutSeconds > 0)) timeoutSeconds = bootstrapTimeoutSeconds();
   try {
     auto bootstrap = std::make_unique<TcpBootstrap>(rank, nranks, timeoutSeconds, layout.key);

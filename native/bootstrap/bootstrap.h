@@ -3,7 +3,8 @@
 // A UniqueId names a root service (address + the job's key). Every rank connects to the root, which
 // collects all ranks' listening addresses and hands the table back; afterwards ranks talk to each
 // other directly. On every connection both ends prove that they hold the key (key_proof.h); one that
-// does not is dropped, and a rank claimed twice fails the communicator on every rank.
+// does not is dropped, and a rank claimed twice fails the communicator on every rank. The rendezvous is
+// rendezvous.h, the opening of every connection handshake.h, and the messages between ranks bootstrap.cc.
 // No CUDA call is ever made here (helper threads must stay safe during stream capture).
 #pragma once
 
