@@ -73,6 +73,7 @@ def _compile_flags(archs: list[str]) -> list[str]:
         "-std=c++17",
         "-O3",
         f"-I{ROOT}",
+        f"-I{ROOT / 'include'}",
         f'-DMSCCLPP_NCCL_VERSION="{VERSION}"',
         "-Xcompiler",
         "-fPIC,-fvisibility=hidden,-Wall",

@@ -3,4 +3,4 @@
 # documents. Every script that times runs it first: the device machine may keep an older build/ between
 # calls. From the repository root:  bash perf/build_timer.sh
 mkdir -p build
-exec nvcc -O2 -I shim -o build/nccl_timer perf/nccl_timer.cu -L mscclpp_nccl/lib -l:libnccl.so.2
+exec nvcc -O2 -I include -o build/nccl_timer perf/nccl_timer.cu -L mscclpp_nccl/lib -l:libnccl.so.2

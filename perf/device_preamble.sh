@@ -21,7 +21,7 @@ unpack_stock() {
 
 # The ordering check across streams (tests/gpu/stream_order_check.cu) at each of the rank counts "$1".
 check_stream_order() {
-  nvcc -O2 -I shim -o build/stream_order_check tests/gpu/stream_order_check.cu -L mscclpp_nccl/lib -l:libnccl.so.2
+  nvcc -O2 -I include -o build/stream_order_check tests/gpu/stream_order_check.cu -L mscclpp_nccl/lib -l:libnccl.so.2
   for n in $1; do
     LD_LIBRARY_PATH=$PWD/mscclpp_nccl/lib timeout 100 python3 -m mscclpp_nccl.run -n $n --mps --timeout 90 -- \
       build/stream_order_check > "$logs/stream_order_$n.log" 2>&1

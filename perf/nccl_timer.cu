@@ -24,7 +24,7 @@
 // when its stream drained. Rank 0's eager figure is last minus first; the lines tell how much of it is
 // the ranks starting apart, a slow rank's host, or the GPU.
 //
-// Build:  nvcc -O2 -I shim -o build/nccl_timer perf/nccl_timer.cu -L mscclpp_nccl/lib -l:libnccl.so.2
+// Build:  nvcc -O2 -I include -o build/nccl_timer perf/nccl_timer.cu -L mscclpp_nccl/lib -l:libnccl.so.2
 // Run:    LD_LIBRARY_PATH=mscclpp_nccl/lib python -m mscclpp_nccl.run -n 4 --mps -- \
 //             build/nccl_timer all_reduce 8 33554432 4
 //         (stock: LD_LIBRARY_PATH=<dir of stock libnccl.so.2>, same command)

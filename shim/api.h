@@ -8,7 +8,7 @@
 
 #include "native/common/logging.h"
 #include "native/common/status.h"
-#include "shim/nccl.h"
+#include "nccl.h"
 #include "shim/nvtx_range.h"
 
 inline ncclResult_t toNccl(mscclpp_nccl::Status status) { return static_cast<ncclResult_t>(status); }

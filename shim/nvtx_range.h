@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "shim/nccl.h"
+#include "nccl.h"
 
 // What a collective's range carries (one NVTX payload schema, registered once).
 struct CallPayload {

@@ -3,7 +3,7 @@
 // dlsym-based probes) that resolves one of them gets a clean ncclInvalidUsage with ncclGetLastError
 // naming the function, rather than a failed symbol lookup at load time.
 
-// Makes shim/nccl.h declare ncclResetDebugInit (instead of defining it away as an empty macro).
+// Makes include/nccl.h declare ncclResetDebugInit (instead of defining it away as an empty macro).
 #define NCCL_OS_LINUX 1
 
 #include <cstdint>

@@ -25,7 +25,7 @@ def driver_env() -> dict[str, str]:
 
 def _compile(compiler: str, out: Path, sources: list[str], flags: list[str]) -> bool:
     """Compiles the sources in parallel and links them into `out`."""
-    base = [compiler, "-std=c++17", "-Wall", "-Wextra", f"-I{REPO}", *flags]
+    base = [compiler, "-std=c++17", "-Wall", "-Wextra", f"-I{REPO}", f"-I{REPO / 'include'}", *flags]
     objects = [out.parent / f"{Path(s).stem}.o" for s in sources]
     procs = [
         subprocess.Popen([*base, "-c", str(REPO / s), "-o", str(o)], stderr=subprocess.PIPE, text=True)

@@ -1,4 +1,4 @@
-"""Our shim/nccl.h against stock NCCL 2.32.3's nccl.h: same layouts, values, initializers and functions.
+"""Our include/nccl.h against stock NCCL 2.32.3's nccl.h: same layouts, values, initializers and functions.
 
 One generated C program prints `name=value` for every fact of the ABI; it is built once against each
 header and the two outputs must match line for line. CPU only: it needs a host compiler and the CUDA
@@ -18,7 +18,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 import stock_nccl
 
-OUR_INCLUDE = stock_nccl.repo_root() / "shim"
+OUR_INCLUDE = stock_nccl.repo_root() / "include"
 
 # Field kinds say how the dump prints a member: as an integer, a pointer (NULL or not) or a float;
 # aggregates only get their offset and size.
@@ -223,7 +223,7 @@ def test_layouts_values_and_initializers_match_stock(
     assert stock.count("\n") > 250  # the dump did run
     if stock != ours:
         diff = difflib.unified_diff(
-            stock.splitlines(), ours.splitlines(), "stock nccl.h", "shim/nccl.h", lineterm=""
+            stock.splitlines(), ours.splitlines(), "stock nccl.h", "include/nccl.h", lineterm=""
         )
         pytest.fail("ABI dump differs:\n" + "\n".join(diff))
 
@@ -235,7 +235,7 @@ def test_declares_exactly_stock_functions() -> None:
     stock = set(declared_functions(stock_inc / "nccl.h"))
     ours = set(declared_functions(OUR_INCLUDE / "nccl.h"))
     assert len(stock) > 100, "the prototype parser found too few functions in stock nccl.h"
-    assert not stock - ours, f"missing from shim/nccl.h: {sorted(stock - ours)}"
+    assert not stock - ours, f"missing from include/nccl.h: {sorted(stock - ours)}"
     assert not ours - stock, f"not in stock nccl.h: {sorted(ours - stock)}"
     for name in stock:
         twin = name[1:] if name.startswith("p") else "p" + name

@@ -547,6 +547,7 @@ def test_a_sanitizer_runtime_gets_an_error_not_an_abort(tmp_path: Path) -> None:
         "-std=c++17",
         "-fsanitize=address",
         f"-I{root}",
+        f"-I{root / 'include'}",
         f"-I{include}",
         *(str(root / s) for s in SOURCES),
     ]

@@ -48,7 +48,7 @@
 // or, once loaded, when its ncclGetVersion lies in this library's object. Our library exports exactly
 // stock's names (tests/test_exports.py), so no marker symbol could tell it apart.
 //
-// The types come from shim/nccl.h, which tests/test_abi.py checks against stock's nccl.h: this table is
+// The types come from include/nccl.h, which tests/test_abi.py checks against stock's nccl.h: this table is
 // stock NCCL's ABI, the one place in native/ where NCCL types appear.
 #pragma once
 
@@ -56,7 +56,7 @@
 
 #include "native/common/status.h"
 #include "native/fallback/stock_search.h"
-#include "shim/nccl.h"
+#include "nccl.h"
 
 namespace mscclpp_nccl {
 
@@ -95,7 +95,7 @@ constexpr int kMinStockVersionCode = 22700;
   X(ncclRedOpCreatePreMulSum)          \
   X(ncclRedOpDestroy)
 
-// Stock's functions, each with the type of its declaration in shim/nccl.h: `api.ncclAllReduce(...)`.
+// Stock's functions, each with the type of its declaration in include/nccl.h: `api.ncclAllReduce(...)`.
 struct StockNcclApi {
 #define MSCCLPP_STOCK_MEMBER(name) decltype(&::name) name = nullptr;
   MSCCLPP_STOCK_NCCL_REQUIRED(MSCCLPP_STOCK_MEMBER)

@@ -6,7 +6,7 @@
 // calls apart. Every rank checks every element exactly against a host model of all ranks (uint32
 // arithmetic wraps alike on both sides).
 //
-// Build: nvcc -O2 -I shim -o build/stream_order_check tests/gpu/stream_order_check.cu \
+// Build: nvcc -O2 -I include -o build/stream_order_check tests/gpu/stream_order_check.cu \
 //            -L mscclpp_nccl/lib -l:libnccl.so.2
 // Run:   python -m mscclpp_nccl.run -n 4 --mps -- build/stream_order_check [count_per_rank ...]
 // Prints "PASS stream_order count=C" per count; exits non-zero on the first mismatch or error.
