@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (one C declaration a line, as generated)
-"""The cffi declarations of the NCCL API, generated from shim/nccl.h by mscclpp_nccl.binding_gen:
+"""The cffi declarations of the NCCL API, made from include/nccl.h by mscclpp_nccl.binding_gen:
 do not edit; run `python -m mscclpp_nccl.binding_gen > mscclpp_nccl/_cdef.py`."""
 
 CDEF = """

@@ -8,7 +8,7 @@ from typing import Any
 
 import cffi
 
-from ._cdef import CDEF  # generated from shim/nccl.h: the whole API (mscclpp_nccl.binding_gen)
+from ._cdef import CDEF  # generated from include/nccl.h: the whole API (mscclpp_nccl.binding_gen)
 from ._library import library_path
 
 ffi = cffi.FFI()

@@ -1,7 +1,7 @@
-"""Makes the cffi declarations of mscclpp_nccl/_cdef.py from shim/nccl.h, so that the binding declares
+"""Makes the cffi declarations of mscclpp_nccl/_cdef.py from include/nccl.h, so that the binding declares
 the library's whole API and cannot drift from it (tests/test_binding_api.py regenerates and compares):
 
-    python -m mscclpp_nccl.binding_gen [shim/nccl.h] > mscclpp_nccl/_cdef.py
+    python -m mscclpp_nccl.binding_gen [include/nccl.h] > mscclpp_nccl/_cdef.py
 
 The header is plain C: comments and preprocessor lines go, object-like macros with integer values are
 substituted (the initializer macros are not declarations), the profiling aliases (pnccl*) go, and CUDA's
@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-HEADER = Path(__file__).resolve().parent.parent / "shim" / "nccl.h"
+HEADER = Path(__file__).resolve().parent.parent / "include" / "nccl.h"
 _KNOWN = {"INT_MIN": "(-2147483647 - 1)", "INT_MAX": "2147483647"}
 
 
@@ -100,7 +100,7 @@ def generate(header: Path = HEADER) -> str:
     statements = [s for s in statements if not re.search(r"\bpnccl\w+\s*\(", s)]
     lines = [
         "# ruff: noqa: E501  (one C declaration a line, as generated)",
-        '"""The cffi declarations of the NCCL API, generated from shim/nccl.h by mscclpp_nccl.binding_gen:',
+        '"""The cffi declarations of the NCCL API, made from include/nccl.h by mscclpp_nccl.binding_gen:',
         'do not edit; run `python -m mscclpp_nccl.binding_gen > mscclpp_nccl/_cdef.py`."""',
         "",
         'CDEF = """',

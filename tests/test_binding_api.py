@@ -1,4 +1,4 @@
-"""The binding declares the whole NCCL API of shim/nccl.h, generated from it (mscclpp_nccl/_cdef.py by
+"""The binding declares the whole NCCL API of include/nccl.h, generated from it (mscclpp_nccl/_cdef.py by
 mscclpp_nccl.binding_gen), so that it cannot drift: regenerating gives the same file, every function the
 header declares is callable through the binding, and the built library has every one of them."""
 
@@ -13,7 +13,7 @@ from mscclpp_nccl import binding_gen
 from mscclpp_nccl.binding import CDEF, Nccl, ffi
 
 REPO = Path(__file__).resolve().parent.parent
-HEADER = REPO / "shim" / "nccl.h"
+HEADER = REPO / "include" / "nccl.h"
 
 
 def header_functions() -> set[str]:
