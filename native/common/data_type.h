@@ -2,8 +2,7 @@
 #pragma once
 
 #include <cstddef>
-
-#include "native/device/device_types.h"
+#include <cstdint>
 
 namespace mscclpp_nccl {
 
@@ -48,6 +47,16 @@ inline const char* dataTypeName(DataType type) {
                                               "float64", "bfloat16", "fp8_e4m3", "fp8_e5m2"};
   return kNames[static_cast<int>(type)];
 }
+
+// Runtime scaling around the binary operator: PreMulSum multiplies each rank's input by that rank's
+// scalar before it is combined; Avg divides the final sum by the number of ranks.
+struct ReduceScaling {
+  bool preMultiply;          // PreMulSum
+  bool scalarOnDevice;       // scalar is read through `deviceScalar` when the kernel runs
+  const void* deviceScalar;  // points at one element of the reduction's type
+  uint64_t hostScalarBits;   // the scalar's bits, when it was given on the host
+  int postDivisor;           // Avg: the number of ranks; 1 otherwise
+};
 
 // The binary operator a reduction applies; Avg and PreMulSum are kSum plus ReduceScaling.
 enum class BinaryOp : int { kSum = 0, kProd = 1, kMax = 2, kMin = 3 };

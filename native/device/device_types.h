@@ -43,14 +43,4 @@ struct StepCounter {
   uint64_t* ticket;      // the latest call ticket a finished kernel published (native/stream_order.h)
 };
 
-// Runtime scaling around the binary operator: PreMulSum multiplies each rank's input by that rank's
-// scalar before it is combined; Avg divides the final sum by the number of ranks.
-struct ReduceScaling {
-  bool preMultiply;          // PreMulSum
-  bool scalarOnDevice;       // scalar is read through `deviceScalar` when the kernel runs
-  const void* deviceScalar;  // points at one element of the reduction's type
-  uint64_t hostScalarBits;   // the scalar's bits, when it was given on the host
-  int postDivisor;           // Avg: the number of ranks; 1 otherwise
-};
-
 }  // namespace mscclpp_nccl

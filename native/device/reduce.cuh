@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "native/device/device_types.h"
+#include "native/common/data_type.h"
 
 namespace mscclpp_nccl {
 
