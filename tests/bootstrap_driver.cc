@@ -170,6 +170,24 @@ std::string exercise(Bootstrap& bs) {
   std::vector<char> none;
   CHECK(bs.recvAny(11, 0.05, &nobody, &none) == Status::kTimeout, "recvAny: a message came from nowhere");
   CHECK(bs.recvAny(INT32_MIN, 0.05, &nobody, &none) == Status::kInvalidArgument, "recvAny: reserved tag");
+  // wakeRecvAny: a long recvAny, woken from another thread, returns kTimeout at once; a wake that comes
+  // first ends the next recvAny.
+  {
+    const auto start = std::chrono::steady_clock::now();
+    std::thread waker([&bs] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      bs.wakeRecvAny();
+    });
+    const Status woken = bs.recvAny(11, 30.0, &nobody, &none);
+    waker.join();
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CHECK(woken == Status::kTimeout && waited < 5.0, "recvAny: a wake did not end the wait");
+    bs.wakeRecvAny();
+    const auto again = std::chrono::steady_clock::now();
+    CHECK(bs.recvAny(11, 30.0, &nobody, &none) == Status::kTimeout &&
+              std::chrono::steady_clock::now() - again < std::chrono::seconds(5),
+          "recvAny: an earlier wake was lost");
+  }
   CHECK_OK(bs.barrier());
 
   // One object used from several threads at once, each on its own tag.

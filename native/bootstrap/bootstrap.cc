@@ -144,6 +144,7 @@ class TcpBootstrap final : public Bootstrap {
   Status send(int peer, int tag, const void* data, size_t bytes) override;
   Status recv(int peer, int tag, void* data, size_t bytes) override;
   Status recvAny(int tag, double seconds, int* peer, std::vector<char>* message) override;
+  void wakeRecvAny() override;
   void abort() override;
   bool aborted() const override { return aborted_.load(); }
   Status watchPeers(PeerLostHandler onLost) override;
@@ -236,6 +237,7 @@ class TcpBootstrap final : public Bootstrap {
   std::vector<char> peerLost_;         // ... and without a goodbye
   std::vector<uint64_t> queuedBytes_;  // payload bytes read from each peer (queued or in a frame being read)
   std::string failure_;                // set once: the communicator failed for good
+  bool recvAnyWoken_ = false;          // wakeRecvAny() was called and no recvAny has returned for it yet
   bool ready_ = false;                 // init() has the peers' addresses: a failure can be told to them
   bool notifying_ = false;             // notifier_ was started (once)
   std::thread notifier_;
@@ -328,9 +330,17 @@ Status TcpBootstrap::recvAny(int tag, double seconds, int* peer, std::vector<cha
     }
     if (receiverFailed_)
       return fail(Status::kSystemError, "bootstrap: rank %d: the receiver thread failed", rank_);
-    if (Clock::now() >= deadline) return Status::kTimeout;
+    if (std::exchange(recvAnyWoken_, false) || Clock::now() >= deadline) return Status::kTimeout;
     mailCv_.wait_until(lock, deadline);
   }
+}
+
+void TcpBootstrap::wakeRecvAny() {
+  {
+    std::lock_guard<std::mutex> lock(mailMu_);
+    recvAnyWoken_ = true;
+  }
+  mailCv_.notify_all();
 }
 
 Status TcpBootstrap::allGather(void* data, size_t bytesPerRank) {

@@ -65,6 +65,9 @@ class Bootstrap {
   // The next message with `tag` from any peer, whatever its size, waiting at most `seconds`: kTimeout
   // when none came. For a helper thread that serves the peers' requests as they arrive.
   virtual Status recvAny(int tag, double seconds, int* peer, std::vector<char>* message) = 0;
+  // Makes the recvAny waiting now, or else the next one, return kTimeout at once (once): a helper thread
+  // that serves recvAny learns that it must stop without waiting out its poll.
+  virtual void wakeRecvAny() = 0;
   // Makes every blocked and future call return Status::kRemoteError promptly (ncclCommAbort). Peers
   // get no goodbye: they see this rank as lost.
   virtual void abort() = 0;

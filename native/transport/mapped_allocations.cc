@@ -144,6 +144,7 @@ void MappedAllocations::stop() {
     stopping_ = true;
   }
   acked_.notify_all();
+  bootstrap_.wakeRecvAny();  // else the helper notices only when its poll ends (a destroy took 0.1 s longer)
   joinThread(&helper_);
 }
 
