@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from . import NCCL_VERSION, VERSION
+from ._cli import DASH_N_REFUSED, exit_with
 from ._library import library_path
 from .info import describe
 
@@ -133,12 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     info.add_argument("--table", action="store_true", help="show the algorithm per collective and size")
     info.add_argument(
-        "-N",
         "--nranks",
         type=_positive,
         default=None,
         help="with --table: ranks of the communicator (default: the visible GPUs, or 4 on one GPU)",
     )
+    info.add_argument("-N", dest="dash_n", default=None, help=argparse.SUPPRESS)
     info.add_argument(
         "--ranks-per-gpu",
         type=_positive,
@@ -186,9 +187,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(path)
         return 0
     if args.command == "info":
+        if args.dash_n is not None:
+            parser.error(DASH_N_REFUSED)
         table_only = (args.nranks, args.ranks_per_gpu, args.gpu)
         if not args.table and any(v is not None for v in table_only):
-            parser.error("-N/--nranks, --ranks-per-gpu and --gpu go with --table")
+            parser.error("--nranks, --ranks-per-gpu and --gpu go with --table")
         lines, ok = describe()
         print("\n".join(lines))
         if args.table:
@@ -209,6 +212,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from ._cli import exit_with
-
     exit_with(main)

@@ -7,6 +7,10 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
+# What the tools say to `-N`: every one of them counts ranks with --nranks, and -N is nccl-tests'
+# --run_cycles (the bench takes it with that meaning).
+DASH_N_REFUSED = "-N is not a rank count (in nccl-tests it is --run_cycles): give --nranks"
+
 
 def exit_with(main: Callable[[], int]) -> NoReturn:
     """sys.exit(main()), quietly when the reader of stdout went away (`... | head`): no traceback, and exit

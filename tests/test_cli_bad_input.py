@@ -34,8 +34,9 @@ CASES = [
     case("mscclpp_nccl info extra", 2, "unrecognized arguments"),
     case("mscclpp_nccl path", 1, "no such file", MSCCLPP_NCCL_LIB=MISSING),
     case("mscclpp_nccl info", 1, "", MSCCLPP_NCCL_LIB=MISSING),
-    case("mscclpp_nccl info -N 4", 2, "go with --table"),
-    case("mscclpp_nccl info --table -N 0", 2, "at least 1"),
+    case("mscclpp_nccl info --nranks 4", 2, "go with --table"),
+    case("mscclpp_nccl info --table --nranks 0", 2, "at least 1"),
+    case("mscclpp_nccl info --table -N 4", 2, "-N is not a rank count"),
     case("mscclpp_nccl info --table -d nosuch", 2, "unknown data type"),
     case("mscclpp_nccl table", 2, "required"),
     case(f"mscclpp_nccl table import-csv {MISSING}", 2, "No such file"),
@@ -88,7 +89,8 @@ CASES = [
     case("mscclpp_nccl bench all_reduce -b x", 2, "invalid size"),
     # the tuner
     case("mscclpp_nccl.tune", 2, "no NVIDIA GPU visible"),
-    case("mscclpp_nccl.tune -N 0", 2, "at least 1"),
+    case("mscclpp_nccl.tune --nranks 0", 2, "at least 1"),
+    case("mscclpp_nccl.tune -N 4", 2, "-N is not a rank count"),
     case("mscclpp_nccl.tune --collectives nosuch", 2, "unknown collective"),
     case("mscclpp_nccl.tune --candidates nosuch", 2, "unknown algorithm"),
     case("mscclpp_nccl.tune -f 1", 2, "at least 2"),
@@ -96,7 +98,7 @@ CASES = [
     case(f"mscclpp_nccl.tune --out {MISSING}/t.json", 2, "no such directory"),
     case(f"mscclpp_nccl.tune --from-raw {MISSING}", 2, "No such file"),
     case("mscclpp_nccl.tune --from-raw /etc/hostname", 2, "--from-raw"),
-    case("mscclpp_nccl tune -N 0", 2, "at least 1"),
+    case("mscclpp_nccl tune --nranks 0", 2, "at least 1"),
 ]
 
 

@@ -132,7 +132,7 @@ def info(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 
 def test_info_table_shows_choices_and_their_source() -> None:
-    r = info("--table", "-N", "4", "--gpu", H200, "-d", "bfloat16")
+    r = info("--table", "--nranks", "4", "--gpu", H200, "-d", "bfloat16")
     assert r.returncode in (0, 1), r.stderr  # 1: the library is not built here
     out = r.stdout
     assert f"table:     the shipped table {SHIPPED}" in out
@@ -144,7 +144,7 @@ def test_info_table_shows_choices_and_their_source() -> None:
 
 
 def test_info_table_says_when_no_entry_fits() -> None:
-    r = info("--table", "-N", "8", "--ranks-per-gpu", "1", "--gpu", "NVIDIA H100 80GB HBM3")
+    r = info("--table", "--nranks", "8", "--ranks-per-gpu", "1", "--gpu", "NVIDIA H100 80GB HBM3")
     assert "no entry fits this machine and layout: the built-in rules choose everything" in r.stdout
     assert "[table]" not in r.stdout and "[rules]" in r.stdout
 
@@ -157,9 +157,10 @@ def test_info_table_with_a_missing_table_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["-N", "4"], "go with --table"),
-        (["--table", "-N", "0"], "at least 1"),
-        (["--table", "-N", "2", "--ranks-per-gpu", "4"], "more than the 2 ranks"),
+        (["--nranks", "4"], "go with --table"),
+        (["--table", "--nranks", "0"], "at least 1"),
+        (["--table", "-N", "4"], "give --nranks"),
+        (["--table", "--nranks", "2", "--ranks-per-gpu", "4"], "more than the 2 ranks"),
         (["--table", "-d", "all"], "one type"),
         (["--table", "-d", "nosuch"], "unknown data type"),
     ],

@@ -890,8 +890,8 @@ def test_main_launches_merges_and_plots(
     other = _entry("all_gather", algo="exchange_packet")
     old_same_key = t.make_entry("NVIDIA H200", 4, 4, "all_reduce", 2, [{"max_bytes": None, "algorithm": TWO}])
     t.write_table(str(out), t.new_table([old_same_key, other]))
-    argv = ["-N", "4", "--collectives", "all_reduce", "-e", "1K", "--out", str(out), "--raw", "raw.json"]
-    argv += ["--stock-lib", "libnccl.so.2", "--plot", str(tmp_path / "t.png")]
+    argv = ["--nranks", "4", "--collectives", "all_reduce", "-e", "1K", "--out", str(out)]
+    argv += ["--raw", "raw.json", "--stock-lib", "libnccl.so.2", "--plot", str(tmp_path / "t.png")]
     assert t.main(argv) == 0
     captured = capsys.readouterr()
     ours, stock = launches

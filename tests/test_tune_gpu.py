@@ -36,7 +36,7 @@ def run_tune(args: list[str], tmp_path: Path, timeout: float = 900) -> tuple[str
     env = dict(os.environ)
     env.pop("MSCCLPP_NCCL_ALGO", None)
     raw = tmp_path / "raw.json"
-    cmd = [sys.executable, "-m", "mscclpp_nccl.tune", "-N", str(RANKS), *args, "-T", "60"]
+    cmd = [sys.executable, "-m", "mscclpp_nccl.tune", "--nranks", str(RANKS), *args, "-T", "60"]
     cmd += ["--run-timeout", str(timeout), "--raw", str(raw)]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout + 120)
     output = proc.stdout + proc.stderr

@@ -170,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--nranks",
         "--ranks",
         dest="ranks",
+        metavar="NRANKS",
         type=parse_int,
         default=None,
         help="ranks, one process each (default: -g x -t, as nccl-tests: 1). More ranks than GPUs share them,"

@@ -7,6 +7,7 @@ import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .._cli import DASH_N_REFUSED
 from ..bench.collectives import COLLECTIVES, DType, Layout, layout, resolve_types
 from ..bench.options import Options, Parser, UsageError, parse_int, parse_size, require, size_series
 from ..bench.options import parse_args as parse_bench_args
@@ -51,8 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     p.add_argument(
-        "-N", "--ranks", type=parse_int, default=None, help="ranks (default: GPUs, or 4 on one GPU)"
+        "--nranks",
+        "--ranks",
+        dest="ranks",
+        metavar="NRANKS",
+        type=parse_int,
+        default=None,
+        help="ranks, one process each (default: the GPUs, or 4 sharing one GPU)",
     )
+    p.add_argument("-N", dest="dash_n", default=None, help=argparse.SUPPRESS)
     p.add_argument("--mps", dest="mps", action="store_true", default=None, help="MPS (default: when shared)")
     p.add_argument("--no-mps", dest="mps", action="store_false", help="never start MPS")
     p.add_argument(
@@ -146,7 +154,8 @@ def parse_args(argv: Sequence[str]) -> TuneOptions:
     except ValueError as e:
         raise UsageError(str(e)) from None
     checks = [
-        (a.ranks is None or a.ranks >= 1, "-N/--ranks must be at least 1"),
+        (a.dash_n is None, DASH_N_REFUSED),
+        (a.ranks is None or a.ranks >= 1, "--nranks must be at least 1"),
         (a.replays >= 1, "--replays must be at least 1"),
         (a.calls_per_graph >= 1, "--calls-per-graph must be at least 1"),
         (a.time_per_point > 0, "--time-per-point must be positive"),
