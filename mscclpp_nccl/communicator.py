@@ -23,8 +23,7 @@ from .binding import (
     unique_id_to_hex,
 )
 from .gpus import local_device
-
-_MPI_MARKERS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
+from .mpi_world import MpiWorld, broadcast_from_rank0, mpi4py_comm, mpi_world
 
 
 def _cupy() -> ModuleType:
@@ -375,8 +374,13 @@ class Communicator:
         return f"<Communicator rank {self._rank} of {self._size}, {state}>"
 
 
-def world_from_env() -> tuple[int, int, str]:
-    """(rank, size, unique id hex) from mscclpp_nccl.run's variables, else from MPI (mpi4py)."""
+def world_from_env(timeout: float = 300.0) -> tuple[int, int, str]:
+    """(rank, size, unique id hex) of this process: from mscclpp_nccl.run's variables, else from MPI's
+    launcher (mpirun of Open MPI, MPICH, Intel MPI or MVAPICH: mscclpp_nccl.mpi_world), rank 0 making the id
+    and handing it to the others through mpi4py when it is installed, or over TCP otherwise (every rank on
+    this host, or MASTER_ADDR and MASTER_PORT set). A launch that only PMIx describes (srun --mpi=pmix)
+    needs mpi4py. RuntimeError when there is no rank information or the ranks cannot meet in `timeout`
+    seconds."""
     env = os.environ
     if "MSCCLPP_NCCL_UNIQUE_ID" in env and "MSCCLPP_NCCL_RANK" in env:
         return (
@@ -384,11 +388,17 @@ def world_from_env() -> tuple[int, int, str]:
             int(env["MSCCLPP_NCCL_WORLD_SIZE"]),
             env["MSCCLPP_NCCL_UNIQUE_ID"],
         )
-    if any(k in env for k in _MPI_MARKERS):
-        from mpi4py import MPI
-
-        world = MPI.COMM_WORLD
-        uid = unique_id_to_hex(Nccl.load().get_unique_id()) if world.Get_rank() == 0 else None
-        uid = world.bcast(uid, root=0)
-        return world.Get_rank(), world.Get_size(), uid
-    raise RuntimeError("no rank information: start under `python -m mscclpp_nccl.run -n N -- ...` or mpirun")
+    world = mpi_world()
+    if world is None and "PMIX_RANK" in env:
+        comm = mpi4py_comm()
+        if comm is None:
+            raise RuntimeError(
+                "a PMIx launch names no world size: install mpi4py (pip install 'mscclpp-nccl[mpi]')"
+            )
+        world = MpiWorld(comm.Get_rank(), comm.Get_size(), None, None, "")
+    if world is None:
+        raise RuntimeError(
+            "no rank information: start under `python -m mscclpp_nccl.run -n N -- ...` or mpirun"
+        )
+    uid = broadcast_from_rank0(world, lambda: unique_id_to_hex(Nccl.load().get_unique_id()), timeout)
+    return world.rank, world.size, uid

@@ -8,8 +8,10 @@ import os
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # (rank, size, local rank, local size) as each launcher names them: Open MPI, MPICH and Intel MPI
 # (Hydra), MVAPICH. The local ones may be missing. Not Slurm's: an allocation's shell has them too.
@@ -76,6 +78,15 @@ def _rendezvous_file(world: MpiWorld) -> Path:
     return Path(tempfile.gettempdir()) / f"mscclpp-nccl-{os.getuid()}-{safe}.addr"
 
 
+def mpi4py_comm() -> Any:
+    """mpi4py's COMM_WORLD (importing it initialises MPI), or None when mpi4py is not installed."""
+    try:
+        from mpi4py import MPI  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return MPI.COMM_WORLD
+
+
 def rank0_address(world: MpiWorld, timeout: float, env: dict[str, str] | None = None) -> tuple[str, int]:
     """(host, port) where rank 0 will listen, the same on every rank, found the first way that works:
     MASTER_ADDR and MASTER_PORT when set; mpi4py's broadcast when it is installed; else, when every rank
@@ -83,12 +94,8 @@ def rank0_address(world: MpiWorld, timeout: float, env: dict[str, str] | None = 
     e = os.environ if env is None else env
     if e.get("MASTER_ADDR") and (_int(e, "MASTER_PORT") or 0) > 0:
         return e["MASTER_ADDR"], int(e["MASTER_PORT"])
-    try:
-        from mpi4py import MPI  # type: ignore[import-not-found]
-    except ImportError:
-        MPI = None
-    if MPI is not None:
-        comm = MPI.COMM_WORLD
+    comm = mpi4py_comm()
+    if comm is not None:
         address = None
         if comm.Get_rank() == 0:
             host = socket.gethostbyname(socket.gethostname())
@@ -122,3 +129,24 @@ def forget_address(world: MpiWorld) -> None:
     if world.rank == 0:
         with contextlib.suppress(OSError):
             _rendezvous_file(world).unlink()
+
+
+def broadcast_from_rank0(world: MpiWorld, make: Callable[[], str], timeout: float) -> str:
+    """The text that make() returns on rank 0 (the others do not call it), on every rank: through mpi4py's
+    broadcast when it is installed, else over TCP at rank0_address (the bench's bookkeeping link, so it
+    needs no MPI calls). RendezvousError, or the link's HostGroupError, when the ranks cannot meet."""
+    comm = mpi4py_comm()
+    if comm is not None:
+        return str(comm.bcast(make() if world.rank == 0 else None, root=0))
+    from .bench.hostgroup import HostGroup
+
+    host, port = rank0_address(world, timeout)
+    try:
+        group = HostGroup(world.rank, world.size, host, port, timeout)
+    finally:
+        # Every rank has connected (or never will): a later rendezvous of this job must not find the file.
+        forget_address(world)
+    try:
+        return str(group.allgather(make() if world.rank == 0 else None)[0])
+    finally:
+        group.close()

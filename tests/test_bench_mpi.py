@@ -13,6 +13,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+from fake_mpirun import LauncherEnv, clean_env, hydra_env, open_mpi_env
+from fake_mpirun import mpirun as start_ranks
 
 from mscclpp_nccl.mpi_world import MpiWorld, mpi_world
 
@@ -20,59 +22,16 @@ ROOT = Path(__file__).resolve().parent.parent
 RUNNER = ROOT / "tests" / "bench_mpi_rank.py"
 
 
-def open_mpi_env(rank: int, size: int, job: str) -> dict[str, str]:
-    return {
-        "OMPI_COMM_WORLD_RANK": str(rank),
-        "OMPI_COMM_WORLD_SIZE": str(size),
-        "OMPI_COMM_WORLD_LOCAL_RANK": str(rank),
-        "OMPI_COMM_WORLD_LOCAL_SIZE": str(size),
-        "OMPI_MCA_ess_base_jobid": job,
-    }
-
-
-def hydra_env(rank: int, size: int, job: str) -> dict[str, str]:
-    return {
-        "PMI_RANK": str(rank),
-        "PMI_SIZE": str(size),
-        "MPI_LOCALRANKID": str(rank),
-        "MPI_LOCALNRANKS": str(size),
-    }
-
-
 def mpirun(
-    nranks: int, args: list[str], tmp_path: Path, launcher_env: object = open_mpi_env
+    nranks: int, args: list[str], tmp_path: Path, launcher_env: LauncherEnv = open_mpi_env
 ) -> list[subprocess.CompletedProcess[str]]:
-    """Starts the ranks as mpirun would (same parent, MPI's variables) and waits for all of them."""
-    exchange = tmp_path / "exchange"
+    """The bench's ranks as mpirun would start them, on the stand-ins (tests/bench_mpi_rank.py)."""
+    exchange = tmp_path / "exchange" / uuid.uuid4().hex
     exchange.mkdir(parents=True)
-    job = tmp_path.name + uuid.uuid4().hex
-    base = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("OMPI_", "PMI", "MPI_", "MV2_", "MSCCLPP_NCCL_", "MASTER_", "NCCL_"))
-    }
-    base["PYTHONPATH"] = str(ROOT)
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(RUNNER), str(exchange), "--", *args, "-T", "60"],
-            env={**base, **launcher_env(rank, nranks, job)},  # type: ignore[operator]
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=tmp_path,
-        )
-        for rank in range(nranks)
-    ]
-    done = []
-    for rank, p in enumerate(procs):
-        try:
-            out, err = p.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            raise AssertionError(f"rank {rank} hung") from None
-        done.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
-    return done
+    cmd = [sys.executable, str(RUNNER), str(exchange), "--", *args, "-T", "60"]
+    return start_ranks(
+        nranks, cmd, tmp_path, launcher_env, env=clean_env(), job=tmp_path.name + uuid.uuid4().hex
+    )
 
 
 def table(out: str) -> list[list[str]]:
