@@ -19,6 +19,7 @@ import test_bench_cpu as stand_ins
 
 import mscclpp_nccl.binding
 from mscclpp_nccl._cli import exit_with
+from mscclpp_nccl.bench import cli as bench_cli
 from mscclpp_nccl.bench import main
 from mscclpp_nccl.mpi_world import mpi_world
 
@@ -31,6 +32,7 @@ def run() -> int:
     lib = stand_ins._FakeLib(fake.FileWorld(directory, world.rank, world.size), world.rank)  # type: ignore[arg-type]
     nccl = stand_ins._FakeNccl(lib)
     mscclpp_nccl.binding.Nccl.load = classmethod(lambda cls, path=None: nccl)  # type: ignore[method-assign,assignment]
+    bench_cli.unmet_need = lambda gpus, what: None  # the stand-ins need no GPU
     sys.modules["cupy"] = stand_ins.FAKE_CUPY  # type: ignore[assignment]
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     return main(argv)

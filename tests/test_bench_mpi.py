@@ -75,3 +75,12 @@ def test_mpi_world_from_each_launcher() -> None:
     assert mpi_world({}) is None
     assert mpi_world({"SLURM_PROCID": "0", "SLURM_NTASKS": "8"}) is None  # an allocation's shell
     assert mpi_world({"OMPI_COMM_WORLD_RANK": "5", "OMPI_COMM_WORLD_SIZE": "4"}) is None  # not a rank of it
+
+
+def test_under_mpirun_without_a_gpu_every_rank_says_so(tmp_path: Path) -> None:
+    """No rank waits for a rank 0 that could not start: each stops before the rendezvous, exit 2."""
+    cmd = [sys.executable, "-m", "mscclpp_nccl.bench", "all_reduce", "-e", "1K"]
+    done = start_ranks(3, cmd, tmp_path, env={**clean_env(), "CUDA_VISIBLE_DEVICES": ""}, timeout=60)
+    for rank, r in enumerate(done):
+        assert r.returncode == 2, f"rank {rank}:\n{r.stdout}\n{r.stderr}"
+        assert "no NVIDIA GPU visible" in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -47,6 +47,17 @@ def launch_plan(
     return nranks, mps, extra, notes
 
 
+def unmet_need(gpus: Sequence[str], what: str) -> str | None:
+    """Why no rank can run on this host (no GPU, no CuPy), or None; `what` is the work that cannot be done."""
+    import importlib.util
+
+    if not gpus:
+        return f"no NVIDIA GPU visible; nothing to {what}"
+    if importlib.util.find_spec("cupy") is None:
+        return "CuPy is not installed (pip install cupy-cuda13x)"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The command: `python -m mscclpp_nccl.bench` (a rank of it with --worker); its exit code."""
     return run_command(PROG, argv, parse_args, build_parser, worker_main, run_bench)
@@ -55,8 +66,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run_bench(opts: Options, argv: list[str]) -> int:
     """Starts the ranks of a benchmark run on this host's GPUs; the first failing rank's exit code. Under
     mpirun (or srun), runs this process's rank instead (run_mpi_rank)."""
-    import importlib.util
-
     from ..mpi_world import mpi_world
     from ..run import guarded, launch, visible_gpus
 
@@ -70,11 +79,9 @@ def run_bench(opts: Options, argv: list[str]) -> int:
         print(f"{PROG}: -J {opts.json_path}: no such directory", file=sys.stderr)
         return 2
     gpus = visible_gpus()
-    if not gpus:
-        print(f"{PROG}: no NVIDIA GPU visible; nothing to benchmark", file=sys.stderr)
-        return 2
-    if importlib.util.find_spec("cupy") is None:
-        print(f"{PROG}: CuPy is not installed (pip install cupy-cuda13x)", file=sys.stderr)
+    reason = unmet_need(gpus, "benchmark")
+    if reason:
+        print(f"{PROG}: {reason}", file=sys.stderr)
         return 2
     if opts.ranks is None and bench_ranks(opts) > len(gpus):
         print(
@@ -116,11 +123,16 @@ def run_mpi_rank(opts: Options, argv: list[str], world: MpiWorld) -> int:
     """One rank of a run that mpirun started, one rank per process as nccl-tests built with MPI: the world
     is MPI's, the bookkeeping goes to rank 0's address (mpi_world.rank0_address); rank 0 prints."""
     from ..mpi_world import RendezvousError, forget_address, rank0_address
+    from ..run import visible_gpus
     from .process import RankInfo, exit_now
 
+    # Every rank sees the same reasons, so all of them stop here rather than wait for a rank 0 that
+    # stopped.
+    reason = unmet_need(visible_gpus(), "benchmark")
     refusals = [
         (opts.ranks is not None, f"--nranks under mpirun: mpirun -np says how many ({world.size})"),
         (opts.ngpus != 1 or opts.nthreads != 1, "-g/-t under mpirun: one rank per process (-g 1 -t 1)"),
+        (reason is not None, str(reason)),
     ]
     for refused, message in refusals:
         if refused:

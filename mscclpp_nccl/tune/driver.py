@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from ..bench.cli import default_ranks, launch_plan
+from ..bench.cli import default_ranks, launch_plan, unmet_need
 from ..bench.options import run_command
 from ..progress import RankView
 from ..run import guarded
@@ -63,16 +63,12 @@ def _launch_workers(
 
 def run_tuning(cfg: TuneOptions, argv: Sequence[str]) -> tuple[int, dict[str, Any] | None]:
     """Runs the workers (ours, then stock with --stock-lib); (exit code, raw results or None)."""
-    import importlib.util
-
     from ..run import assign_gpus, visible_gpus
 
     gpus = visible_gpus()
-    if not gpus:
-        print(f"{PROG}: no NVIDIA GPU visible; nothing to tune", file=sys.stderr)
-        return 2, None
-    if importlib.util.find_spec("cupy") is None:
-        print(f"{PROG}: CuPy is not installed (pip install cupy-cuda13x)", file=sys.stderr)
+    reason = unmet_need(gpus, "tune")
+    if reason:
+        print(f"{PROG}: {reason}", file=sys.stderr)
         return 2, None
     if cfg.stock_lib and not os.path.isfile(cfg.stock_lib):
         print(f"{PROG}: --stock-lib {cfg.stock_lib}: no such file", file=sys.stderr)
