@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Callable, Sequence
 
 from . import NCCL_VERSION, VERSION
-from ._cli import DASH_N_REFUSED, exit_with
+from ._cli import DASH_N_REFUSED, configure_logging, exit_with
 from ._library import library_path
 from .info import describe
 
 PROG = "python -m mscclpp_nccl"
+log = logging.getLogger("mscclpp_nccl")
 
 
 def _run_main(argv: list[str]) -> int:
@@ -108,7 +110,7 @@ def _table_command(args: argparse.Namespace) -> int:
         text = table_text(table)
         json.loads(text)  # what is written parses
     for note in notes:
-        print(f"# note: {note}", file=sys.stderr)
+        log.warning("%s", note)
     if args.out == "-":
         sys.stdout.write(text)
     else:
@@ -171,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    configure_logging()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] and argv[0] in PASSTHROUGH:
         return PASSTHROUGH[argv[0]][0](argv[1:])
@@ -179,10 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "path":
         path = library_path()
         if not path.is_file():
-            print(
-                f"{PROG} path: error: {path}: no such file (not built, or MSCCLPP_NCCL_LIB is wrong)",
-                file=sys.stderr,
-            )
+            log.error("path: %s: no such file (not built, or MSCCLPP_NCCL_LIB is wrong)", path)
             return 1
         print(path)
         return 0
@@ -198,14 +198,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             try:
                 print("\n".join(_table_lines(args)))
             except ValueError as e:
-                print(f"{PROG} info: error: {e}", file=sys.stderr)
+                log.error("info: %s", e)
                 return 2
         return 0 if ok else 1
     if args.command == "table":
         try:
             return _table_command(args)
         except (OSError, ValueError) as e:
-            print(f"{PROG} table: error: {e}", file=sys.stderr)
+            log.error("table %s: %s", args.action, e)
             return 2
     parser.error(f"unknown command {args.command}")
     return 2

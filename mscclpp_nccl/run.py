@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import logging
 import math
 import os
 import shutil
@@ -32,7 +33,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, TypeVar
 
+from ._cli import configure_logging, exit_with
 from .gpus import visible_gpus
+
+log = logging.getLogger("mscclpp_nccl.run")
 
 TIMEOUT_EXIT = 124  # like coreutils timeout(1)
 
@@ -51,15 +55,15 @@ class CommandError(ValueError):
         self.exit_code = exit_code
 
 
-def guarded(label: str, run: Callable[[], _T]) -> _T | int:
+def guarded(logger: logging.Logger, run: Callable[[], _T]) -> _T | int:
     """run()'s result, or a command's exit code: 130 on Ctrl-C; on RuntimeError, ValueError or OSError,
-    the reason on stderr and 2 (or the CommandError's exit code)."""
+    the reason logged as an error and 2 (or the CommandError's exit code)."""
     try:
         return run()
     except KeyboardInterrupt:
         return 130
     except (RuntimeError, ValueError, OSError) as e:
-        print(f"{label}: error: {e}", file=sys.stderr)
+        logger.error("%s", e)
         return getattr(e, "exit_code", 2)
 
 
@@ -227,7 +231,7 @@ def mps_daemon(base_env: dict[str, str]) -> Iterator[dict[str, str]]:
     """Yields the MPS variables the ranks need. Reuses a daemon reachable with the inherited pipe
     directory (and leaves it running); else starts a private one and always stops it on the way out."""
     if _mps_control(base_env, "get_server_list"):
-        print("[launcher] using the running MPS daemon", file=sys.stderr, flush=True)
+        log.info("using the running MPS daemon")
         names = ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY")
         yield {k: base_env[k] for k in names if k in base_env}
         return
@@ -258,7 +262,7 @@ def mps_daemon(base_env: dict[str, str]) -> Iterator[dict[str, str]]:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the MPS daemon did not come up; see {mps['CUDA_MPS_LOG_DIRECTORY']}")
             time.sleep(0.1)
-        print(f"[launcher] started a private MPS daemon in {top}", file=sys.stderr, flush=True)
+        log.info("started a private MPS daemon in %s", top)
         yield mps
     finally:
         _mps_control(env, "quit")
@@ -335,7 +339,7 @@ def make_unique_id() -> str | None:
 
         return unique_id_to_hex(Nccl.load().get_unique_id())
     except Exception as e:
-        print(f"[launcher] warning: no NCCL unique id for the ranks ({e})", file=sys.stderr, flush=True)
+        log.warning("no NCCL unique id for the ranks (%s)", e)
         return None
 
 
@@ -377,7 +381,7 @@ def launch(
         if refusal:
             raise ValueError(refusal)
     if hosts is not None:
-        print(f"[launcher] fake hosts: {_describe_hosts(hosts)}", file=sys.stderr, flush=True)
+        log.info("fake hosts: %s", _describe_hosts(hosts))
     devices = assign_devices(nranks, len(gpu_list), assign)
     uid = make_unique_id() if unique_id else None
     port = free_port()
@@ -387,7 +391,7 @@ def launch(
         if mps and shared:
             mps_env = stack.enter_context(mps_daemon(base))
         elif mps:
-            print("[launcher] --mps: no GPU is shared by several ranks; not using MPS", file=sys.stderr)
+            log.info("--mps: no GPU is shared by several ranks; not using MPS")
         envs = [
             rank_env(base, r, nranks, devices[r], uid, port, mps_env, hosts, visible) for r in range(nranks)
         ]
@@ -431,7 +435,7 @@ def _run_ranks(
                     start_new_session=True,  # a process group per rank, so a kill reaches its children too
                 )
             except OSError as e:  # checked before, but the file may have changed since
-                _note(lock, f"error: cannot start rank {rank}: {cmd[0]}: {e.strerror or e}")
+                _note(lock, logging.ERROR, f"cannot start rank {rank}: {cmd[0]}: {e.strerror or e}")
                 _stop_all(procs)
                 return NOT_FOUND_EXIT if isinstance(e, FileNotFoundError) else NOT_EXECUTABLE_EXIT
             procs.append(p)
@@ -454,21 +458,21 @@ def _run_ranks(
                 elif rc != 0 and first_fail is None:
                     first_fail = (rank, _exit_code(rc))
                     fail_time = time.monotonic()
-                    _note(lock, f"rank {rank} exited with code {first_fail[1]}")
+                    _note(lock, logging.ERROR, f"rank {rank} exited with code {first_fail[1]}")
             if not running:
                 break
             if first_fail is not None and time.monotonic() - fail_time > grace:
-                _note(lock, "stopping the other ranks")
+                _note(lock, logging.INFO, "stopping the other ranks")
                 _stop_all(procs)
                 break
             if timeout is not None and time.monotonic() - start > timeout:
-                _note(lock, f"timeout after {timeout:g} s; stopping every rank")
+                _note(lock, logging.ERROR, f"timeout after {timeout:g} s; stopping every rank")
                 _stop_all(procs)
                 first_fail = first_fail or (-1, TIMEOUT_EXIT)
                 break
             time.sleep(0.02)
     except (KeyboardInterrupt, _Terminated):
-        _note(lock, "interrupted; stopping every rank")
+        _note(lock, logging.WARNING, "interrupted; stopping every rank")
         _stop_all(procs)
         return 130
     finally:
@@ -484,9 +488,10 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def _note(lock: threading.Lock, text: str) -> None:
+def _note(lock: threading.Lock, level: int, text: str) -> None:
+    """A line of the launcher's own, never inside a line of a rank's (the pumps hold the lock per line)."""
     with lock:
-        print(f"[launcher] {text}", file=sys.stderr, flush=True)
+        log.log(level, "%s", text)
 
 
 def seconds(text: str) -> float:
@@ -501,6 +506,7 @@ def seconds(text: str) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    configure_logging()
     parser = argparse.ArgumentParser(
         prog="python -m mscclpp_nccl.run",
         description="Run N ranks of a command on this host, with torchrun's variables: rank r uses device"
@@ -557,7 +563,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if gpus is not None and not gpus:
         parser.error(f"--gpus {args.gpus!r} names no GPU")
     return guarded(
-        "[launcher]",
+        log,
         lambda: launch(
             args.nranks,
             cmd,
@@ -574,6 +580,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from ._cli import exit_with
-
     exit_with(main)

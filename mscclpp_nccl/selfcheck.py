@@ -9,6 +9,7 @@ as nccl-tests does. Rank 0 prints the table.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -16,9 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from ._cli import configure_logging, exit_with
 from .info import describe
 
 MIB = 1 << 20
+log = logging.getLogger("mscclpp_nccl.selfcheck")
 
 
 def sizes(min_bytes: int, max_bytes: int) -> list[int]:
@@ -98,7 +101,7 @@ def worker(args: argparse.Namespace) -> int:
     try:
         import cupy as cp
     except ImportError as e:
-        print(f"selfcheck: nothing checked: {e}", file=sys.stderr, flush=True)
+        log.error("nothing checked: %s", e)
         return EXIT_UNCHECKED
     failures = 0
     rows: list[tuple[int, str, float, str]] = []
@@ -231,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    configure_logging()
     parser = build_parser()
     args = parser.parse_args(argv)
     args.dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
@@ -246,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.worker:
         from .run import guarded
 
-        return guarded("selfcheck", lambda: worker(args))
+        return guarded(log, lambda: worker(args))
 
     import importlib.util
 
@@ -263,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif importlib.util.find_spec("cupy") is None:
         unchecked = "CuPy is not installed (pip install cupy-cuda13x, or cupy-cuda12x on CUDA 12)"
     if unchecked:
-        print(f"selfcheck: nothing checked: {unchecked}", file=sys.stderr, flush=True)
+        log.error("nothing checked: %s", unchecked)
         return EXIT_UNCHECKED
     shared = args.nranks > len(gpus)
     print(
@@ -274,12 +278,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     cmd += ["--min-bytes", str(args.min_bytes), "--max-bytes", str(args.max_bytes)]
     cmd += ["--warmup", str(args.warmup), "--iters", str(args.iters)]
     return guarded(
-        "selfcheck",
+        log,
         lambda: launch(args.nranks, cmd, mps=shared and not args.no_mps, share=True, timeout=args.timeout),
     )
 
 
 if __name__ == "__main__":
-    from ._cli import exit_with
-
     exit_with(main)

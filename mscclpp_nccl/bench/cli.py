@@ -3,6 +3,7 @@ stock library) and starts them through the launcher, each re-invoking the module
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -14,6 +15,7 @@ from .options import Options, build_parser, parse_args, run_command
 from .worker import worker_main
 
 PROG = "python -m mscclpp_nccl.bench"
+log = logging.getLogger("mscclpp_nccl.bench")
 
 
 def default_ranks(ngpus: int) -> int:
@@ -73,30 +75,33 @@ def run_bench(opts: Options, argv: list[str]) -> int:
     if world is not None:
         return run_mpi_rank(opts, argv, world)
     if opts.lib and not os.path.isfile(opts.lib):
-        print(f"{PROG}: --lib {opts.lib}: no such file", file=sys.stderr)
+        log.error("--lib %s: no such file", opts.lib)
         return 2
     if opts.json_path and not os.path.isdir(os.path.dirname(os.path.abspath(opts.json_path))):
-        print(f"{PROG}: -J {opts.json_path}: no such directory", file=sys.stderr)
+        log.error("-J %s: no such directory", opts.json_path)
         return 2
     gpus = visible_gpus()
     reason = unmet_need(gpus, "benchmark")
     if reason:
-        print(f"{PROG}: {reason}", file=sys.stderr)
+        log.error("%s", reason)
         return 2
     if opts.ranks is None and bench_ranks(opts) > len(gpus):
-        print(
-            f"{PROG}: -t {opts.nthreads} -g {opts.ngpus}: {bench_ranks(opts)} ranks, one GPU each, but"
-            f" {len(gpus)} GPU(s) visible (nccl-tests would fail too); --nranks {bench_ranks(opts)} runs"
-            " them sharing GPUs",
-            file=sys.stderr,
+        log.error(
+            "-t %d -g %d: %d ranks, one GPU each, but %d GPU(s) visible (nccl-tests would fail too);"
+            " --nranks %d runs them sharing GPUs",
+            opts.nthreads,
+            opts.ngpus,
+            bench_ranks(opts),
+            len(gpus),
+            bench_ranks(opts),
         )
         return 2
     nranks, mps, extra, notes = launch_plan(opts, len(gpus), dict(os.environ))
     if opts.root >= nranks and opts.collective in ROOTED:
-        print(f"{PROG}: root {opts.root} is not a rank of {nranks}", file=sys.stderr)
+        log.error("root %d is not a rank of %d", opts.root, nranks)
         return 2
     for note in notes:
-        print(f"# note: {note}", file=sys.stderr, flush=True)
+        log.info("%s", note)
     cmd = [sys.executable, "-m", "mscclpp_nccl.bench", *argv, "--worker"]
     if opts.lib:
         cmd += ["--lib", os.path.abspath(opts.lib)]
@@ -104,7 +109,7 @@ def run_bench(opts: Options, argv: list[str]) -> int:
         env = view.rank_env({**os.environ, **extra})
         timeout, output = opts.run_timeout, view.output
         return guarded(
-            PROG,
+            log,
             lambda: launch(
                 nranks,
                 cmd,
@@ -136,12 +141,12 @@ def run_mpi_rank(opts: Options, argv: list[str], world: MpiWorld) -> int:
     ]
     for refused, message in refusals:
         if refused:
-            print(f"{PROG}: error: {message}", file=sys.stderr)
+            log.error("%s", message)
             return 2
     try:
         host, port = rank0_address(world, opts.timeout)
     except RendezvousError as e:
-        print(f"{PROG}: rank {world.rank}: error: {e}", file=sys.stderr)
+        log.error("rank %d: %s", world.rank, e)
         return 2
     try:
         code = worker_main(opts, argv, RankInfo(world.rank, world.size, host, port))

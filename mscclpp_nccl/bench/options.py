@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from .._cli import configure_logging
 from .collectives import COLLECTIVES, DType, resolve_ops, resolve_types
 from .process import exit_now
 
@@ -139,6 +140,7 @@ def run_command(
     """A command's main: parses argv (sys.argv[1:] when None), printing the usage and the mistake as argparse
     does (exit code 2); with --worker, runs one rank and exits at once, skipping the interpreter's teardown
     (nothing may hang after the last line); else runs the command."""
+    configure_logging()
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         opts = parse(args)

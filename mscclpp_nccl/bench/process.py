@@ -4,6 +4,7 @@ the watchdog that ends a phase which outlives its deadline."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import threading
@@ -15,6 +16,9 @@ from typing import Any, NoReturn
 
 class BenchError(RuntimeError):
     """A failure the worker reports and exits on."""
+
+
+log = logging.getLogger("mscclpp_nccl.bench")
 
 
 class Watchdog:
@@ -46,17 +50,12 @@ class Watchdog:
                 fired = self._deadline is not None and time.monotonic() > self._deadline
                 what = self._what
             if fired:
-                say(f"rank {self._rank}: error: {what} did not finish in time; giving up")
+                log.error("rank %d: %s did not finish in time; giving up", self._rank, what)
                 if self.on_fire is not None:
                     t = threading.Thread(target=self.on_fire, daemon=True)
                     t.start()
                     t.join(5.0)
                 exit_now(124)
-
-
-def say(text: str) -> None:
-    """A line on stderr, at once."""
-    print(text, file=sys.stderr, flush=True)
 
 
 def exit_now(code: int) -> NoReturn:

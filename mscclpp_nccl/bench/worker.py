@@ -4,6 +4,7 @@ rank's exit code."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import sys
@@ -13,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .._cli import configure_logging
 from ..progress import Progress, for_rank
 from .calls import make_issuer
 from .collectives import (
@@ -30,7 +32,7 @@ from .collectives import (
 )
 from .data import data_kind, expected_output, seed_key, show_value, wrong_mask
 from .options import Options
-from .process import BenchError, RankInfo, say
+from .process import BenchError, RankInfo
 from .rank import Rank
 from .report import (
     config_doc,
@@ -43,6 +45,7 @@ from .report import (
     write_json,
 )
 
+log = logging.getLogger("mscclpp_nccl.bench")
 ROW_OVERHEAD_S = 0.005  # per size and placement: copies, host exchanges (a guess, for progress)
 
 
@@ -151,9 +154,15 @@ class Worker(Rank):
                     if wrong:
                         self.local_errors += 1
                         i = int(np.argmax(mask))
-                        say(
-                            f"rank {self.rank}: {what}: {wrong} of {got.size} elements wrong; first at {i}:"
-                            f" got {show_value(got[i], dt)}, expected {show_value(expected[i], dt)}"
+                        log.warning(
+                            "rank %d: %s: %d of %d elements wrong; first at %d: got %s, expected %s",
+                            self.rank,
+                            what,
+                            wrong,
+                            got.size,
+                            i,
+                            show_value(got[i], dt),
+                            show_value(expected[i], dt),
                         )
                 wrong_total = int(sum(self.group.allgather(wrong)))
                 if wrong_total:
@@ -221,6 +230,7 @@ def worker_main(
     opts: Options, argv: Sequence[str], where: RankInfo | None = None, cupy: Any = None, nccl: Any = None
 ) -> int:
     """One rank. Exit codes: 0 all good, 1 wrong results or bandwidth under NCCL_TESTS_MIN_BW, 3 an error."""
+    configure_logging()
     start_time = time.strftime("%Y-%m-%d %H:%M:%S")
     w: Worker | None = None
     rank = where.rank if where is not None else int(os.environ.get("MSCCLPP_NCCL_RANK", "0"))
@@ -293,7 +303,7 @@ def worker_main(
         return 1 if errors or bad_bw else 0
     except Exception as e:  # every failure: say what, abort the communicator, exit non-zero
         message = f"{type(e).__name__}: {e}" if not isinstance(e, BenchError) else str(e)
-        say(f"rank {rank}: error: {message}")
+        log.error("rank %d: %s", rank, message)
         if rank == 0:
             print(f"# error: {message}", flush=True)
             if doc:

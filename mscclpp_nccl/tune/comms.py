@@ -3,6 +3,7 @@ agreement among ranks that makes every rank drop a failed candidate together."""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -11,11 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..bench.hostgroup import HostGroupError
-from ..bench.process import BenchError, RankInfo, say
+from ..bench.process import BenchError, RankInfo
 from ..bench.rank import Rank
 from .candidates import ALGO_ENV, Candidate
 from .options import TuneOptions, bench_options
 
+log = logging.getLogger("mscclpp_nccl.tune")
 # The process environment is shared by every thread; set-then-init of a communicator must not interleave.
 _ENV_LOCK = threading.Lock()
 
@@ -125,7 +127,7 @@ class CandidateRank(Rank):
             else:
                 self.abort_comm(comm)
         if err:
-            say(f"rank {self.rank}: warning: {live.cand.spec}: {err}")
+            log.warning("rank %d: %s: %s", self.rank, live.cand.spec, err)
 
     def drain(self, what: str) -> None:
         """After an abort: the stream must empty, or nothing else can run on it."""

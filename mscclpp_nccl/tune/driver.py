@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -26,6 +27,7 @@ from .table import TableError, load_table, merge_tables, write_atomic, write_tab
 from .worker import worker_main
 
 PROG = "python -m mscclpp_nccl.tune"
+log = logging.getLogger("mscclpp_nccl.tune")
 
 
 def _launch_workers(
@@ -68,10 +70,10 @@ def run_tuning(cfg: TuneOptions, argv: Sequence[str]) -> tuple[int, dict[str, An
     gpus = visible_gpus()
     reason = unmet_need(gpus, "tune")
     if reason:
-        print(f"{PROG}: {reason}", file=sys.stderr)
+        log.error("%s", reason)
         return 2, None
     if cfg.stock_lib and not os.path.isfile(cfg.stock_lib):
-        print(f"{PROG}: --stock-lib {cfg.stock_lib}: no such file", file=sys.stderr)
+        log.error("--stock-lib %s: no such file", cfg.stock_lib)
         return 2, None
     nranks = cfg.ranks if cfg.ranks is not None else default_ranks(len(gpus))
     placement = assign_gpus(nranks, gpus)
@@ -129,7 +131,7 @@ def finish(cfg: TuneOptions, raw: dict[str, Any], rc: int) -> int:
             try:
                 existing = load_table(cfg.out)
             except (TableError, OSError) as e:
-                print(f"{PROG}: cannot merge into {cfg.out}: {e}", file=sys.stderr)
+                log.error("cannot merge into %s: %s", cfg.out, e)
                 return 2
         table = merge_tables(existing, entries)
         write_table(cfg.out, table)
@@ -154,21 +156,21 @@ def tune(cfg: TuneOptions, argv: list[str]) -> int:
     """Tunes (or, with --from-raw, rebuilds from measurements) and writes the table; the exit code."""
     for flag, path in (("--out", cfg.out), ("--raw", cfg.raw), ("--plot", cfg.plot)):
         if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-            print(f"{PROG}: {flag} {path}: no such directory", file=sys.stderr)
+            log.error("%s %s: no such directory", flag, path)
             return 2
     if cfg.from_raw:
         try:
             raw = load_raw(cfg.from_raw)
         except (OSError, ValueError) as e:
-            print(f"{PROG}: --from-raw: {e}", file=sys.stderr)
+            log.error("--from-raw: %s", e)
             return 2
         try:
             return finish(cfg, raw, 0)
         except (AttributeError, KeyError, TypeError, ValueError) as e:
             # A file of the right format whose contents are not what a tuning run writes.
-            print(f"{PROG}: --from-raw: {cfg.from_raw} holds malformed results ({e!r})", file=sys.stderr)
+            log.error("--from-raw: %s holds malformed results (%r)", cfg.from_raw, e)
             return 2
-    outcome = guarded(PROG, lambda: run_tuning(cfg, argv))
+    outcome = guarded(log, lambda: run_tuning(cfg, argv))
     if isinstance(outcome, int):
         return outcome
     rc, raw = outcome

@@ -3,6 +3,7 @@ timed over CUDA-graph replays, or cut short when it cannot win."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,10 +14,10 @@ import numpy as np
 from ..bench.calls import make_issuer
 from ..bench.collectives import REDUCING, DType, Layout
 from ..bench.data import count_wrong, expected_output, gen_input, reduce_ranks
-from ..bench.process import say
 from .comms import CandidateRank, Failed, Live
 from .policy import replays_for, should_prune
 
+log = logging.getLogger("mscclpp_nccl.tune")
 ROOT = 0  # rooted collectives are tuned with root 0 (the table has no root key)
 # The reference of a full-size reduction is computed in chunks of this many elements (bounded memory).
 REFERENCE_CHUNK = 1 << 22
@@ -79,7 +80,7 @@ class MeasuringRank(CandidateRank):
         got = self.read(self.recv.ptr, lay.recvcount, dt)
         wrong = count_mismatches(got, expected, dt, tolerance)
         if wrong:
-            say(f"rank {self.rank}: {what}: {wrong} of {got.size} elements wrong")
+            log.warning("rank %d: %s: %d of %d elements wrong", self.rank, what, wrong, got.size)
         return wrong
 
     # --- one candidate at one size ------------------------------------------------------------------

@@ -7,13 +7,15 @@ import collections
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import time
 from typing import Any
 
+from .._cli import configure_logging
 from ..bench.collectives import COLLECTIVES, Layout
 from ..bench.data import data_kind, seed_key
-from ..bench.process import BenchError, RankInfo, say
+from ..bench.process import BenchError, RankInfo
 from ..progress import Progress, for_rank, format_duration
 from .candidates import Candidate, block_cap
 from .comms import Live
@@ -24,6 +26,8 @@ from .report import format_bytes, format_point_line
 from .results import RAW_FORMAT, RAW_VERSION, point_times
 from .rules import pick_winner
 from .table import write_atomic
+
+log = logging.getLogger("mscclpp_nccl.tune")
 
 
 class TuneWorker(MeasuringRank):
@@ -209,6 +213,7 @@ class TuneWorker(MeasuringRank):
 
 def worker_main(cfg: TuneOptions, where: RankInfo | None = None, cupy: Any = None, nccl: Any = None) -> int:
     """One rank. 0: done; 3: an error stopped the run (collectives finished before it are in the results)."""
+    configure_logging()
     rank = where.rank if where is not None else int(os.environ.get("MSCCLPP_NCCL_RANK", "0"))
     w: TuneWorker | None = None
     try:
@@ -218,7 +223,7 @@ def worker_main(cfg: TuneOptions, where: RankInfo | None = None, cupy: Any = Non
         return 0
     except Exception as e:
         message = str(e) if isinstance(e, BenchError) else f"{type(e).__name__}: {e}"
-        say(f"rank {rank}: error: {message}")
+        log.error("rank %d: %s", rank, message)
         if w is not None:
             if rank == 0 and w.doc:
                 w.doc["error"] = message

@@ -420,7 +420,7 @@ def tail(output: str, lines: int = 120) -> str:
 
 def problems(lines: Sequence[str]) -> str:
     """The FAIL/TIMEOUT lines and the launcher's own notes, for an assertion message."""
-    keep = [ln for ln in lines if " FAIL " in ln or " TIMEOUT " in ln or ln.startswith("[launcher]")]
+    keep = [ln for ln in lines if " FAIL " in ln or " TIMEOUT " in ln or ln.startswith("mscclpp_nccl.run: ")]
     return "\n".join(keep[:60])
 
 
