@@ -1,11 +1,14 @@
-"""`python -m mscclpp_nccl {path,info,selfcheck,--version}` without a GPU."""
+"""`python -m mscclpp_nccl {path,info,selfcheck,--version}` without a GPU, and how the tools report."""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -73,3 +76,21 @@ def test_selfcheck_without_gpu_says_so() -> None:
 
 def test_unknown_command_fails() -> None:
     assert cli("frobnicate").returncode != 0
+
+
+def test_diagnostics_are_log_lines_on_stderr() -> None:
+    """What a tool says about its run goes through logging (`LOGGER: LEVEL: message`) on stderr; stdout
+    holds only what it produces."""
+    r = cli("bench", "all_reduce", env={"CUDA_VISIBLE_DEVICES": ""})
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == "mscclpp_nccl.bench: ERROR: no NVIDIA GPU visible; nothing to benchmark\n"
+
+
+def test_the_log_follows_a_replaced_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    from mscclpp_nccl._cli import configure_logging
+
+    configure_logging()
+    configure_logging()  # once is enough: no line twice
+    logging.getLogger("mscclpp_nccl.run").info("a note")
+    logging.getLogger("mscclpp_nccl.run").debug("not shown")
+    assert capsys.readouterr().err == "mscclpp_nccl.run: INFO: a note\n"
