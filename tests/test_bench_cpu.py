@@ -412,6 +412,31 @@ def test_codecs_match_ml_dtypes() -> None:
         assert np.array_equal(ref[~np.isnan(ref)], ours[~np.isnan(ours)]), name
 
 
+def test_fp8_encode_is_nearest_ties_even_saturating() -> None:
+    """Brute force over every finite code: the nearest value, the even code on a tie, and the largest
+    finite value beyond it (the GPU's satfinite conversions), whatever library does the rounding."""
+    rng = np.random.default_rng(3)
+    for name, top in (("f8e4m3", 448.0), ("f8e5m2", 57344.0)):
+        dt = b.TYPE_BY_NAME[name]
+        codes = np.arange(256, dtype=np.uint8)
+        table = b.decode(codes, dt)
+        finite = codes[np.isfinite(table) & ~(codes == 0x80)]  # -0 rounds like +0 but keeps its sign
+        x = np.concatenate(
+            [rng.uniform(-2 * top, 2 * top, 4000), (table[finite][:-1] + table[finite][1:]) / 2]
+        )
+        x = x[np.isfinite(x)]
+        got = b.encode(x, dt)
+        for value, code in zip(x, got, strict=True):
+            clipped = min(max(value, -top), top)
+            dist = np.abs(table[finite] - clipped)
+            best = finite[dist == dist.min()]
+            even = best[(best & 1) == 0]
+            want = (even if even.size else best)[0]
+            if clipped == 0.0 or want == 0:
+                continue  # the sign of a zero result follows the input's
+            assert code == want, (name, value, hex(code), hex(want))
+
+
 def test_inputs_regenerate_and_slice() -> None:
     for dt in b.TYPES:
         for kind in ("copy", *b.OPS):

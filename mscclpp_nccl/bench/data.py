@@ -7,65 +7,38 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from .collectives import OPS, REDUCING, UNCHECKED_IN_PLACE, DType, Layout
 
-
-def _fp8_values(exp_bits: int, man_bits: int, finite_nan: bool) -> np.ndarray:
-    """float64 value of each of the 256 codes of an fp8 format (e4m3fn when finite_nan, else e5m2)."""
-    code = np.arange(256)
-    sign = np.where(code >> 7, -1.0, 1.0)
-    e = (code >> man_bits) & ((1 << exp_bits) - 1)
-    m = code & ((1 << man_bits) - 1)
-    bias = (1 << (exp_bits - 1)) - 1
-    frac = m / float(1 << man_bits)
-    val = np.where(e == 0, frac * 2.0 ** (1 - bias), (1.0 + frac) * np.exp2(e - bias))
-    top = (1 << exp_bits) - 1
-    if finite_nan:  # e4m3fn: no infinities, S.1111.111 is NaN
-        val = np.where((e == top) & (m == (1 << man_bits) - 1), np.nan, val)
-    else:  # IEEE-like: all-ones exponent is inf (m == 0) or NaN
-        val = np.where(e == top, np.where(m == 0, np.inf, np.nan), val)
-    return sign * val
-
-
-_FP8 = {"f8e4m3": _fp8_values(4, 3, True), "f8e5m2": _fp8_values(5, 2, False)}
-_FP8_MAX_CODE = {"f8e4m3": 0x7E, "f8e5m2": 0x7B}  # the largest finite positive code
+# Host codecs of the types NumPy lacks (bfloat16, fp8): ml_dtypes, which rounds to nearest, ties to even.
+_ML_DTYPES = {
+    "bfloat16": ml_dtypes.bfloat16,
+    "f8e4m3": ml_dtypes.float8_e4m3fn,
+    "f8e5m2": ml_dtypes.float8_e5m2,
+}
+# fp8 conversions on the GPU saturate (satfinite): values beyond the largest finite one become it.
+_FP8_MAX = {name: float(ml_dtypes.finfo(_ML_DTYPES[name]).max) for name in ("f8e4m3", "f8e5m2")}
 
 
 def decode(bits: np.ndarray, dt: DType) -> np.ndarray:
     """float64 values of float data held as bits (or as NumPy floats for half, float and double)."""
     with np.errstate(invalid="ignore"):  # signalling NaN bit patterns convert quietly
-        if dt.name == "bfloat16":
-            return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-        if dt.name in _FP8:
-            return _FP8[dt.name][bits.astype(np.intp)]
+        if dt.name in _ML_DTYPES:
+            return bits.astype(dt.storage).view(_ML_DTYPES[dt.name]).astype(np.float64)
         return bits.astype(np.float64)
-
-
-def _encode_fp8(x: np.ndarray, name: str) -> np.ndarray:
-    table = _FP8[name]
-    top = _FP8_MAX_CODE[name]
-    positive = table[: top + 1]  # increasing with the code
-    mag = np.abs(x)
-    hi = np.clip(np.searchsorted(positive, mag), 0, top)
-    lo = np.clip(hi - 1, 0, top)
-    d_hi = np.abs(positive[hi] - mag)
-    d_lo = np.abs(mag - positive[lo])
-    even_lo = (lo & 1) == 0
-    code = np.where((d_lo < d_hi) | ((d_lo == d_hi) & even_lo), lo, hi)  # nearest, ties to even
-    code = np.where(mag >= positive[top], top, code)  # saturate, as the satfinite conversions do
-    return (code | np.where(np.signbit(x), 0x80, 0)).astype(np.uint8)
 
 
 def encode(values: np.ndarray, dt: DType) -> np.ndarray:
     """Bits of float64 values rounded to nearest (ties to even) in a float type."""
     values = np.asarray(values, dtype=np.float64)
     if dt.name == "bfloat16":
-        u = values.astype(np.float32).view(np.uint32).astype(np.uint64)
-        return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-    if dt.name in _FP8:
-        return _encode_fp8(values, dt.name)
+        # Through float32, as the kernels' inputs are made: float64 -> float32 -> bfloat16.
+        return values.astype(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
+    if dt.name in _FP8_MAX:
+        top = _FP8_MAX[dt.name]
+        return np.clip(values, -top, top).astype(_ML_DTYPES[dt.name]).view(np.uint8)
     return values.astype(dt.storage)
 
 
