@@ -9,9 +9,9 @@ share one incremental object cache in build/native/. Rebuild quickly without pip
 A wheel (`pip wheel .`, `python -m build --wheel`, and so `pip install .`) is tagged
 py3-none-manylinux_2_X for the glibc the library needs and holds one copy of it, libnccl.so.2.
 
-Environment: MSCCLPP_NCCL_CUDA_ARCHS (default "90" for build_native and editable installs, "80,90,100"
-for wheels; PTX of the newest is always added), NVCC (path of nvcc), MSCCLPP_NCCL_BUILD_JOBS (parallel
-compiles, default os.cpu_count()).
+Environment: MSCCLPP_NCCL_CUDA_ARCHS (default "90" for every build; "80,90,100" for a wheel that A100s
+and Blackwell GPUs load too, not yet run on them; PTX of the newest is always added), NVCC (path of
+nvcc), MSCCLPP_NCCL_BUILD_JOBS (parallel compiles, default os.cpu_count()).
 
 Each compile's seconds are kept in build/native*/compile_times.json; `python setup.py compile_report`
 prints the slowest sources and fails above a budget.
@@ -58,10 +58,10 @@ VERSION = next(
 # version changes (-DMSCCLPP_NCCL_VERSION="x.y.z").
 VERSION_DEFINE = "-DMSCCLPP_NCCL_VERSION"
 VERSION_HEADER = ROOT / "native" / "common" / "version.h"
-# The targets when MSCCLPP_NCCL_CUDA_ARCHS is unset: one for development (and CI, whose build time is
-# bounded), all supported ones for a wheel that others install.
-DEV_ARCHS = "90"
-WHEEL_ARCHS = "80,90,100"
+# The targets when MSCCLPP_NCCL_CUDA_ARCHS is unset: the GPUs everything is tested on. `pip install .`
+# builds a wheel too, and three targets triple its compile time, so a wheel for more GPUs is asked for
+# (MSCCLPP_NCCL_CUDA_ARCHS=80,90,100).
+DEFAULT_ARCHS = "90"
 # sm_100 and cudaGetDriverEntryPointByVersion need CUDA 12.8; 13.0 is what is tested.
 MIN_NVCC = (12, 8)
 COMPILE_TIMES = "compile_times.json"
@@ -71,8 +71,6 @@ COMPILE_TIMES = "compile_times.json"
 # and 3366 s.
 FILE_BUDGET_S = 1200.0
 TOTAL_BUDGET_S = 4800.0
-
-_default_archs = DEV_ARCHS  # bdist_wheel switches it to WHEEL_ARCHS
 
 
 def _nvcc() -> str:
@@ -130,13 +128,13 @@ def check_nvcc(nvcc: str, archs: list[str]) -> None:
 def object_dir(archs: list[str]) -> Path:
     """Where the objects of one set of targets live: build/native for the development default, so that
     switching between it and a wheel's targets relinks instead of recompiling."""
-    if archs == _archs_from(DEV_ARCHS):
+    if archs == _archs_from(DEFAULT_ARCHS):
         return OBJ_DIR
     return OBJ_DIR.with_name("native-sm" + "-".join(archs))
 
 
 def _archs() -> list[str]:
-    return _archs_from(os.environ.get("MSCCLPP_NCCL_CUDA_ARCHS") or _default_archs)
+    return _archs_from(os.environ.get("MSCCLPP_NCCL_CUDA_ARCHS") or DEFAULT_ARCHS)
 
 
 def _archs_from(raw: str) -> list[str]:
@@ -555,13 +553,7 @@ def wheel_platform(lib: Path) -> str:
 
 class BdistWheel(bdist_wheel):
     """A wheel for every CPython 3: the library is loaded with ffi.dlopen, no extension module is built.
-    Tagged py3-none-manylinux_2_X for the glibc it needs, and built for WHEEL_ARCHS unless
-    MSCCLPP_NCCL_CUDA_ARCHS says otherwise."""
-
-    def run(self) -> None:
-        global _default_archs
-        _default_archs = WHEEL_ARCHS
-        super().run()
+    Tagged py3-none-manylinux_2_X for the glibc it needs."""
 
     def get_tag(self) -> tuple[str, str, str]:
         lib = LIB_DIR / SONAME

@@ -63,11 +63,13 @@ def test_recent_nvcc_passes(setup_py: ModuleType, tmp_path: Path) -> None:
     setup_py.check_nvcc(str(fake_nvcc(tmp_path, "13.0")), ["80", "90", "100"])
 
 
-def test_wheel_builds_default_to_more_targets(setup_py: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_targets_default_to_sm90_and_more_are_asked_for(
+    setup_py: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("MSCCLPP_NCCL_CUDA_ARCHS", raising=False)
     assert setup_py._archs() == ["90"]
     assert setup_py.object_dir(["90"]) == setup_py.OBJ_DIR
-    monkeypatch.setattr(setup_py, "_default_archs", setup_py.WHEEL_ARCHS)
+    monkeypatch.setenv("MSCCLPP_NCCL_CUDA_ARCHS", "80,90,100")
     assert setup_py._archs() == ["80", "90", "100"]
     # Another set of targets keeps its own objects: switching back only relinks.
     assert setup_py.object_dir(["80", "90", "100"]).name == "native-sm80-90-100"
