@@ -185,3 +185,24 @@ class RankView:
             self.bar.update(self._task, point=str(event["point"]))
         if "advance" in event:
             self.bar.advance(self._task, float(event["advance"]))
+
+
+def launch_shown(
+    description: str, nranks: int, cmd: list[str], mps: bool, env: dict[str, str], timeout: float
+) -> int:
+    """Runs `cmd` as `nranks` ranks (the count was asked for, so they may share GPUs), their output shown
+    through a RankView; returns the launcher's exit code."""
+    from .run import launch
+
+    with RankView(description) as view:
+        return launch(
+            nranks,
+            cmd,
+            mps=mps,
+            share=True,
+            timeout=timeout,
+            prefix=False,
+            unique_id=False,
+            env=view.rank_env(env),
+            output=view.output,
+        )

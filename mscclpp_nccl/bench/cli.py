@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from ..mpi_world import MpiWorld
-from ..progress import RankView
+from ..progress import launch_shown
 from .collectives import ROOTED
 from .options import Options, build_parser, parse_args, run_command
 from .worker import worker_main
@@ -69,7 +69,7 @@ def run_bench(opts: Options, argv: list[str]) -> int:
     """Starts the ranks of a benchmark run on this host's GPUs; the first failing rank's exit code. Under
     mpirun (or srun), runs this process's rank instead (run_mpi_rank)."""
     from ..mpi_world import mpi_world
-    from ..run import guarded, launch, visible_gpus
+    from ..run import guarded, visible_gpus
 
     world = mpi_world()
     if world is not None:
@@ -105,23 +105,8 @@ def run_bench(opts: Options, argv: list[str]) -> int:
     cmd = [sys.executable, "-m", "mscclpp_nccl.bench", *argv, "--worker"]
     if opts.lib:
         cmd += ["--lib", os.path.abspath(opts.lib)]
-    with RankView(opts.collective) as view:
-        env = view.rank_env({**os.environ, **extra})
-        timeout, output = opts.run_timeout, view.output
-        return guarded(
-            log,
-            lambda: launch(
-                nranks,
-                cmd,
-                mps=mps,
-                share=True,  # the rank count was asked for
-                timeout=timeout,
-                prefix=False,
-                unique_id=False,
-                env=env,
-                output=output,
-            ),
-        )
+    env = {**os.environ, **extra}
+    return guarded(log, lambda: launch_shown(opts.collective, nranks, cmd, mps, env, opts.run_timeout))
 
 
 def run_mpi_rank(opts: Options, argv: list[str], world: MpiWorld) -> int:

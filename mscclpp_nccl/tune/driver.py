@@ -15,7 +15,7 @@ from typing import Any
 
 from ..bench.cli import default_ranks, launch_plan, unmet_need
 from ..bench.options import run_command
-from ..progress import RankView
+from ..progress import launch_shown
 from ..run import guarded
 from .candidates import ALGO_ENV
 from .options import TuneOptions, build_parser, parse_args
@@ -40,27 +40,12 @@ def _launch_workers(
     results: str,
     stock: bool,
 ) -> int:
-    from ..run import launch
-
     cmd = [sys.executable, "-m", "mscclpp_nccl.tune", *argv, "--worker", "--results", results]
     cmd += ["--ranks-per-gpu", str(rpg)]
     if stock:
         assert cfg.stock_lib is not None
         cmd += ["--stock", "--stock-lib", os.path.abspath(cfg.stock_lib)]
-    with RankView("stock NCCL" if stock else "tuning") as view:
-        env = view.rank_env(env)
-        timeout, output = cfg.run_timeout, view.output
-        return launch(
-            nranks,
-            cmd,
-            mps=mps,
-            share=True,  # the rank count was asked for
-            timeout=timeout,
-            prefix=False,
-            unique_id=False,
-            env=env,
-            output=output,
-        )
+    return launch_shown("stock NCCL" if stock else "tuning", nranks, cmd, mps, env, cfg.run_timeout)
 
 
 def run_tuning(cfg: TuneOptions, argv: Sequence[str]) -> tuple[int, dict[str, Any] | None]:
