@@ -15,7 +15,7 @@
 //     perf/packet_kernel_bench.cu native/algorithms/exchange_packet.cu \
 //     native/algorithms/allreduce_one_shot_packet.cu native/algorithms/allreduce_two_shot_packet.cu \
 //     native/algorithms/kernel_launch.cc \
-//     native/algorithms/launch_record.cc native/algorithms/registry.cc native/collective_plans.cc \
+//     native/algorithms/launch_record.cc native/algorithms/collective_names.cc native/collective_plans.cc \
 //     native/common/logging.cc native/common/env.cc native/transport/cuda_driver.cc
 // Run:  build/packet_kernel_bench NRANKS [MIN_BYTES [MAX_BYTES [BLOCKS [COLLECTIVES]]]]
 // (default 8 B-4 KB, 1 block, every collective; COLLECTIVES a comma-separated list of the names below)

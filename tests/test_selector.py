@@ -22,6 +22,7 @@ SOURCES = [
     "native/common/env.cc",
     "native/algorithms/tuning_table.cc",
     "native/algorithms/registry.cc",
+    "native/algorithms/collective_names.cc",
     "native/algorithms/algorithm_selector.cc",
     "native/algorithms/forced_algorithms.cc",
     "native/algorithms/send_recv.cc",

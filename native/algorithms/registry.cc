@@ -43,23 +43,7 @@ Status reduceTwoShotPacket(const Transports& t, const ExchangeArgs& args, const 
   return launchReduceTwoShotPacket(t.packets, args, shape, stream);
 }
 
-const char* const kCollectiveNames[kNumCollectives] = {"all_reduce", "all_gather", "reduce_scatter",
-                                                       "alltoall",   "broadcast",  "reduce",
-                                                       "gather",     "scatter",    "sendrecv"};
-
 }  // namespace
-
-const char* collectiveName(Collective collective) { return kCollectiveNames[static_cast<int>(collective)]; }
-
-bool collectiveFromName(const std::string& name, Collective* out) {
-  for (int c = 0; c < kNumCollectives; ++c) {
-    if (name == kCollectiveNames[c]) {
-      *out = static_cast<Collective>(c);
-      return true;
-    }
-  }
-  return false;
-}
 
 const std::vector<Algorithm>& algorithms() {
   constexpr uint32_t kExchangeCollectives = bit(Collective::kAllGather) | bit(Collective::kReduceScatter) |
