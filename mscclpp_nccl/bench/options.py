@@ -47,6 +47,18 @@ def parse_int(text: str) -> int:
             raise ValueError(f"invalid integer {text!r}") from None
 
 
+def add_rank_options(parser: Any, nranks_help: str) -> None:
+    """The options of ours that the bench and the tuner share: the rank count (a flag no nccl-tests
+    option uses) and whether MPS runs the ranks."""
+    parser.add_argument(
+        "--nranks", "--ranks", dest="ranks", metavar="NRANKS", type=parse_int, default=None, help=nranks_help
+    )
+    parser.add_argument(
+        "--mps", dest="mps", action="store_true", default=None, help="MPS (default: when ranks share a GPU)"
+    )
+    parser.add_argument("--no-mps", dest="mps", action="store_false", help="never start MPS")
+
+
 def size_series(min_bytes: int, max_bytes: int, step_factor: int, step_bytes: int) -> list[int]:
     """The sizes nccl-tests sweeps: min, then *factor (factor > 1) or +step, while <= max."""
     if min_bytes < 0 or max_bytes < 0:
@@ -168,20 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("collective", choices=COLLECTIVES, help="the collective to benchmark")
     g = p.add_argument_group("ranks and library (options of ours: no nccl-tests option has these names)")
-    g.add_argument(
-        "--nranks",
-        "--ranks",
-        dest="ranks",
-        metavar="NRANKS",
-        type=parse_int,
-        default=None,
-        help="ranks, one process each (default: -g x -t, as nccl-tests: 1). More ranks than GPUs share them,"
+    add_rank_options(
+        g,
+        "ranks, one process each (default: -g x -t, as nccl-tests: 1). More ranks than GPUs share them,"
         " under MPS unless --no-mps. Not under mpirun, where -np says.",
     )
-    g.add_argument(
-        "--mps", dest="mps", action="store_true", default=None, help="MPS (default: when ranks share a GPU)"
-    )
-    g.add_argument("--no-mps", dest="mps", action="store_false", help="never start MPS")
     g.add_argument(
         "--lib", default=None, help="benchmark this libnccl.so.2 instead of ours (e.g. stock NCCL)"
     )

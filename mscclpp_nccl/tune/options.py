@@ -9,7 +9,16 @@ from dataclasses import dataclass
 
 from .._cli import DASH_N_REFUSED
 from ..bench.collectives import COLLECTIVES, DType, Layout, layout, resolve_types
-from ..bench.options import Options, Parser, UsageError, parse_int, parse_size, require, size_series
+from ..bench.options import (
+    Options,
+    Parser,
+    UsageError,
+    add_rank_options,
+    parse_int,
+    parse_size,
+    require,
+    size_series,
+)
 from ..bench.options import parse_args as parse_bench_args
 from .candidates import STOCK, Candidate, default_candidates, parse_candidate_specs
 
@@ -51,18 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
         " the tuning table (JSON) its selector reads.",
         allow_abbrev=False,
     )
-    p.add_argument(
-        "--nranks",
-        "--ranks",
-        dest="ranks",
-        metavar="NRANKS",
-        type=parse_int,
-        default=None,
-        help="ranks, one process each (default: the GPUs, or 4 sharing one GPU)",
-    )
+    add_rank_options(p, "ranks, one process each (default: the GPUs, or 4 sharing one GPU)")
     p.add_argument("-N", dest="dash_n", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--mps", dest="mps", action="store_true", default=None, help="MPS (default: when shared)")
-    p.add_argument("--no-mps", dest="mps", action="store_false", help="never start MPS")
     p.add_argument(
         "--collectives", default=None, help=f"comma-separated, or all (default all): {', '.join(COLLECTIVES)}"
     )
