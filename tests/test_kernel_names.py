@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from collections import Counter
 
 import pytest
 import stock_nccl
@@ -79,3 +80,65 @@ def test_no_kernel_hides_its_collective(kernels: list[str]) -> None:
             assert kernel.startswith(("allReduce", "sendRecv")), (
                 f"{kernel}: its name does not say its collective"
             )
+
+
+# NCCL's reduction element types and operators as symbols spell them, and the raw types of data movement.
+REDUCE_TYPES = [
+    "signed char",
+    "unsigned char",
+    "int",
+    "unsigned int",
+    "long",
+    "unsigned long",
+    "__half",
+    "float",
+    "double",
+    "__nv_bfloat16",
+    "__nv_fp8_e4m3",
+    "__nv_fp8_e5m2",
+]
+OPS = [f"mscclpp_nccl::{op}" for op in ("OpSum", "OpProd", "OpMax", "OpMin")]
+RAW_TYPES = ["unsigned char", "unsigned short", "unsigned int", "unsigned long"]
+COPYING = ["AllGather", "AlltoAll", "Broadcast", "Gather", "Scatter"]
+ROOTED = {"Broadcast", "Reduce", "Gather", "Scatter"}
+
+
+def expected_instances() -> dict[str, set[str]]:
+    """Every kernel instantiation a call can reach, by kernel: what the dispatch over type, operator and
+    collective must find, whichever compile (type shard) holds it."""
+    reductions = [f"{t}, {op}" for t in REDUCE_TYPES for op in OPS]
+    exchange = {f"mscclpp_nccl::{n}, {r}, true" for n in ("ReduceScatter", "Reduce") for r in reductions}
+    exchange |= {f"mscclpp_nccl::{n}, {t}, mscclpp_nccl::OpSum, false" for n in COPYING for t in RAW_TYPES}
+    packet = set()
+    for args in exchange:
+        name = args.split(",")[0].removeprefix("mscclpp_nccl::")
+        packet |= {f"{args}, {root}" for root in (("true", "false") if name in ROOTED else ("false",))}
+    return {
+        "allReduceOneShotPacketKernel": set(reductions),
+        "allReduceTwoShotChunkedKernel": set(reductions),
+        "allReduceZeroCopyKernel": set(reductions),
+        "allReduceMappedKernel": set(reductions),
+        "twoShotPacketKernel": {
+            f"mscclpp_nccl::{n}, {r}" for n in ("AllReduce", "Reduce") for r in reductions
+        },
+        "exchangeChunkedKernel": exchange,
+        "exchangeMappedKernel": exchange,
+        "exchangePacketKernel": packet,
+        "sendRecvChunkedKernel": set(RAW_TYPES),
+        "sendRecvPacketKernel": set(RAW_TYPES),
+    }
+
+
+def test_every_instantiation_exists_once(kernels: list[str]) -> None:
+    """No call finds its kernel missing, and no kernel is compiled twice (by two type shards)."""
+    found: dict[str, Counter[str]] = {}
+    for kernel in kernels:
+        name, _, args = kernel.partition("<")
+        found.setdefault(name, Counter())[args.removesuffix(">")] += 1
+    expected = expected_instances()
+    assert set(found) == set(expected)
+    for name, instances in expected.items():
+        assert set(found[name]) == instances, (name, set(found[name]) ^ instances)
+    # Each kernel has the same symbols (the host stub's and its launcher's); one built twice has more.
+    counts = {n for counter in found.values() for n in counter.values()}
+    assert len(counts) == 1, counts

@@ -114,9 +114,46 @@ def test_compile_times_are_merged_and_reported(
     assert len(lines) == 2 and b in lines[1]
     assert over == [f"{b}: 20 s > 15 s"]
     _, over = setup_py.compile_report(tmp_path, file_budget_s=100, total_budget_s=25)
-    assert over == ["all sources: 30 s > 25 s"]
+    assert over == ["all compiles: 30 s > 25 s"]
     lines, over = setup_py.compile_report(tmp_path / "none")
     assert "no compile times" in lines[0] and over == []
+
+
+def sharded_source(setup_py: ModuleType) -> Path:
+    return setup_py.ROOT / "native" / "algorithms" / "exchange_zero_copy.cu"
+
+
+def test_a_kernel_source_compiles_once_per_type_shard(setup_py: ModuleType, tmp_path: Path) -> None:
+    shards = setup_py.type_shards()
+    assert shards == 13  # the 12 element types of reductions and the raw 2-byte type of data movement
+    plain = setup_py.ROOT / "native" / "communicator.cc"
+    jobs = setup_py.compiles([plain, sharded_source(setup_py)])
+    assert [job.shard for job in jobs] == [None, *range(shards)]
+    assert jobs[0].flags() == [] and jobs[0].object(tmp_path) == tmp_path / "native" / "communicator.cc.o"
+    assert jobs[3].flags() == ["-DMSCCLPP_NCCL_TYPE_SHARD=2"]
+    objects = {job.object(tmp_path) for job in jobs}
+    assert len(objects) == len(jobs)  # every shard its own object (and .d file beside it)
+    assert jobs[3].name == "native/algorithms/exchange_zero_copy.cu [type shard 2]"
+
+
+def test_every_shard_is_reported_and_summed(setup_py: ModuleType, tmp_path: Path) -> None:
+    jobs = setup_py.compiles([sharded_source(setup_py)])
+    setup_py.record_compile_times(tmp_path, {job.name: 1.0 + (job.shard or 0) for job in jobs}, ["90"], 2)
+    lines, over = setup_py.compile_report(tmp_path, top=2, file_budget_s=12.5, total_budget_s=1000)
+    # shards 0..12 took 1..13 s: 91 s together, the slowest 13 s
+    assert f"{len(jobs)} of" in lines[0] and "91 s in all" in lines[0]
+    assert lines[1].endswith("[type shard 12]") and lines[2].endswith("[type shard 11]")
+    assert "exchange_zero_copy.cu (13 shards, slowest 13.0 s)" in lines[-1] and "91.0 s" in lines[-1]
+    assert over == [f"{jobs[12].name}: 13 s > 12 s"]
+
+
+def test_the_slowest_compiles_start_first(setup_py: ModuleType, tmp_path: Path) -> None:
+    jobs = setup_py.compiles([setup_py.ROOT / "native" / "communicator.cc", sharded_source(setup_py)])
+    known = {job.name: float(i) for i, job in enumerate(jobs) if job.shard != 5}
+    setup_py.record_compile_times(tmp_path, known, ["90"], 2)
+    order = setup_py._slowest_first(jobs, tmp_path)
+    assert order[0].shard == 5  # never timed: started before all
+    assert [job.name for job in order[1:]] == sorted(known, key=lambda name: -known[name])
 
 
 def fake_item(*requires: tuple[str, ...]) -> SimpleNamespace:

@@ -1,6 +1,6 @@
 #include "native/algorithms/allreduce.h"
 #include "native/algorithms/kernel_launch.h"
-#include "native/algorithms/module_anchor.cuh"
+#include "native/algorithms/module_anchor.h"
 #include "native/algorithms/packet_kernel.cuh"
 #include "native/algorithms/reduce_dispatch.cuh"
 #include "native/common/logging.h"
@@ -53,6 +53,6 @@ Status launchAllReduceOneShotPacket(const PacketComm& comm, const AllReduceArgs&
   return launched(dispatchReduce(args.type, args.op.op, launch), "all-reduce (one-shot packet)");
 }
 
-MSCCLPP_MODULE_ANCHOR(allReduceOneShotPacketModule)
+MSCCLPP_MODULE_ANCHOR()
 
 }  // namespace mscclpp_nccl

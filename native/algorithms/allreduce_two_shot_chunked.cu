@@ -1,6 +1,7 @@
 #include "native/algorithms/allreduce_two_shot_chunked.cuh"
 #include "native/algorithms/kernel_launch.h"
-#include "native/algorithms/module_anchor.cuh"
+#include "native/algorithms/module_anchor.h"
+#include "native/algorithms/type_shards.cuh"
 #include "native/common/logging.h"
 #include "native/device/dependent_launch.cuh"
 
@@ -18,6 +19,21 @@ __global__ void __launch_bounds__(kLaneThreads)
 
 }  // namespace
 
+using AllReduceTwoShotChunkedKernel = void (*)(LaneComm, AllReduceArgs, size_t, LaneSchedule, bool);
+
+// The kernel for `args` among those of type shard kShard (type_shards.cuh).
+template <int kShard>
+AllReduceTwoShotChunkedKernel allReduceTwoShotChunkedKernelOf(const AllReduceArgs& args);
+
+template <>
+AllReduceTwoShotChunkedKernel allReduceTwoShotChunkedKernelOf<kThisTypeShard>(const AllReduceArgs& args) {
+  auto kernel = [](auto type, auto op) {
+    return allReduceTwoShotChunkedKernel<Tagged<decltype(type)>, Tagged<decltype(op)>>;
+  };
+  return dispatchReduce(args.type, args.op.op, heldKernels<AllReduceTwoShotChunkedKernel>(kernel));
+}
+
+#if MSCCLPP_NCCL_HOST_SHARD
 Status allReduceLaneSchedule(const LaneComm& comm, const AllReduceArgs& args, LaunchShape shape,
                              size_t* segmentBytes, LaneSchedule* schedule) {
   *segmentBytes =
@@ -33,14 +49,15 @@ Status launchAllReduceTwoShotChunked(const LaneComm& comm, const AllReduceArgs& 
   size_t segmentBytes = 0;
   LaneSchedule schedule{};
   MSCCLPP_TRY(allReduceLaneSchedule(comm, args, shape, &segmentBytes, &schedule));
-  auto launch = [&](auto type, auto op) {
-    return launchKernel(allReduceTwoShotChunkedKernel<Tagged<decltype(type)>, Tagged<decltype(op)>>,
-                        shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic, stream, comm,
-                        args, segmentBytes, schedule);
-  };
-  return launched(dispatchReduce(args.type, args.op.op, launch), "all-reduce (two-shot chunked)");
+  const AllReduceTwoShotChunkedKernel kernel = withTypeShard(typeShardOf(args.type, true), [&](auto shard) {
+    return allReduceTwoShotChunkedKernelOf<decltype(shard)::value>(args);
+  });
+  return launched(launchKernel(kernel, shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic,
+                               stream, comm, args, segmentBytes, schedule),
+                  "all-reduce (two-shot chunked)");
 }
+#endif
 
-MSCCLPP_MODULE_ANCHOR(allReduceTwoShotChunkedModule)
+MSCCLPP_MODULE_ANCHOR()
 
 }  // namespace mscclpp_nccl

@@ -2,9 +2,10 @@
 #include "native/algorithms/collective_names.cuh"
 #include "native/algorithms/exchange.h"
 #include "native/algorithms/kernel_launch.h"
-#include "native/algorithms/module_anchor.cuh"
+#include "native/algorithms/module_anchor.h"
 #include "native/algorithms/packet_kernel.cuh"
 #include "native/algorithms/reduce_dispatch.cuh"
+#include "native/algorithms/type_shards.cuh"
 #include "native/common/logging.h"
 #include "native/device/dependent_launch.cuh"
 
@@ -95,6 +96,28 @@ __global__ void __launch_bounds__(kPacketThreads, kPacketBlocksPerSm)
   endSteps(comm.steps, base, 2ull * rounds, args.ticket);
 }
 
+}  // namespace
+
+using TwoShotPacketKernel = void (*)(PacketComm, AllReduceArgs, int, size_t, size_t, int, bool);
+
+// The kernel for `args` (an all-reduce where `root` < 0, else a reduce) among those of type shard kShard
+// (type_shards.cuh).
+template <int kShard>
+TwoShotPacketKernel twoShotPacketKernelOf(const AllReduceArgs& args, int root);
+
+template <>
+TwoShotPacketKernel twoShotPacketKernelOf<kThisTypeShard>(const AllReduceArgs& args, int root) {
+  auto kernel = [root](auto type, auto op) {
+    using T = Tagged<decltype(type)>;
+    using Op = Tagged<decltype(op)>;
+    return root < 0 ? twoShotPacketKernel<AllReduce, T, Op> : twoShotPacketKernel<Reduce, T, Op>;
+  };
+  return dispatchReduce(args.type, args.op.op, heldKernels<TwoShotPacketKernel>(kernel));
+}
+
+#if MSCCLPP_NCCL_HOST_SHARD
+namespace {
+
 // Launches the kernel above for an all-reduce (root -1) or a reduce to `root`.
 Status launchTwoShotPacket(const PacketComm& comm, const AllReduceArgs& args, int root, LaunchShape shape,
                            cudaStream_t stream, const char* algorithm) {
@@ -103,14 +126,12 @@ Status launchTwoShotPacket(const PacketComm& comm, const AllReduceArgs& args, in
   const size_t chunkWords = shape.chunkBytes / kPacketPayloadBytes;
   int rounds = 0;
   MSCCLPP_TRY(kernelRounds(segmentWords, chunkWords * shape.blocks, algorithm, &rounds));
-  auto launch = [&](auto type, auto op) {
-    using T = Tagged<decltype(type)>;
-    using Op = Tagged<decltype(op)>;
-    auto kernel = root < 0 ? twoShotPacketKernel<AllReduce, T, Op> : twoShotPacketKernel<Reduce, T, Op>;
-    return launchKernel(kernel, shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic, stream,
-                        comm, args, root, segmentWords, chunkWords, rounds);
-  };
-  return launched(dispatchReduce(args.type, args.op.op, launch), algorithm);
+  const TwoShotPacketKernel kernel = withTypeShard(typeShardOf(args.type, true), [&](auto shard) {
+    return twoShotPacketKernelOf<decltype(shard)::value>(args, root);
+  });
+  return launched(launchKernel(kernel, shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic,
+                               stream, comm, args, root, segmentWords, chunkWords, rounds),
+                  algorithm);
 }
 
 }  // namespace
@@ -126,7 +147,8 @@ Status launchReduceTwoShotPacket(const PacketComm& comm, const ExchangeArgs& arg
                              args.type, args.op,  args.ticket};
   return launchTwoShotPacket(comm, reduce, args.root, shape, stream, "reduce (two-shot packet)");
 }
+#endif
 
-MSCCLPP_MODULE_ANCHOR(allReduceTwoShotPacketModule)
+MSCCLPP_MODULE_ANCHOR()
 
 }  // namespace mscclpp_nccl

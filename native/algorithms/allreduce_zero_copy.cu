@@ -1,8 +1,9 @@
 #include "native/algorithms/allreduce_two_shot_chunked.cuh"
 #include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/lane_kernel.cuh"
-#include "native/algorithms/module_anchor.cuh"
+#include "native/algorithms/module_anchor.h"
 #include "native/algorithms/packet_kernel.cuh"
+#include "native/algorithms/type_shards.cuh"
 #include "native/algorithms/zero_copy_kernel.cuh"
 #include "native/common/logging.h"
 #include "native/device/dependent_launch.cuh"
@@ -138,11 +139,43 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
   // kFailed: the call raised an error and moves nothing (zero_copy_kernel.cuh: agreeOnMappedCall).
 }
 
+}  // namespace
+
+using AllReduceZeroCopyKernel = void (*)(ZeroCopyComm, AllReduceArgs, PeerBuffers, PeerBuffers, size_t,
+                                         size_t, bool);
+using AllReduceMappedKernel = void (*)(ZeroCopyComm, AllReduceArgs, MappedCall, LaneComm, LaneSchedule,
+                                       size_t, size_t, bool);
+
+// The kernels for `args` among those of type shard kShard (type_shards.cuh).
+template <int kShard>
+AllReduceZeroCopyKernel allReduceZeroCopyKernelOf(const AllReduceArgs& args);
+template <int kShard>
+AllReduceMappedKernel allReduceMappedKernelOf(const AllReduceArgs& args);
+
+template <>
+AllReduceZeroCopyKernel allReduceZeroCopyKernelOf<kThisTypeShard>(const AllReduceArgs& args) {
+  auto kernel = [](auto type, auto op) {
+    return allReduceZeroCopyKernel<Tagged<decltype(type)>, Tagged<decltype(op)>>;
+  };
+  return dispatchReduce(args.type, args.op.op, heldKernels<AllReduceZeroCopyKernel>(kernel));
+}
+
+template <>
+AllReduceMappedKernel allReduceMappedKernelOf<kThisTypeShard>(const AllReduceArgs& args) {
+  auto kernel = [](auto type, auto op) {
+    return allReduceMappedKernel<Tagged<decltype(type)>, Tagged<decltype(op)>>;
+  };
+  return dispatchReduce(args.type, args.op.op, heldKernels<AllReduceMappedKernel>(kernel));
+}
+
+#if MSCCLPP_NCCL_HOST_SHARD
+namespace {
+
 template <typename Kernel, typename... Buffers>
-Status launchDirect(Kernel kernel, const ZeroCopyComm& comm, const AllReduceArgs& args, size_t elementBytes,
-                    LaunchShape shape, cudaStream_t stream, const Buffers&... buffers) {
+Status launchDirect(Kernel kernel, const ZeroCopyComm& comm, const AllReduceArgs& args, LaunchShape shape,
+                    cudaStream_t stream, const Buffers&... buffers) {
   const size_t segmentBytes =
-      divCeil(divCeil(args.count * elementBytes, comm.nranks), kLaneAlignment) * kLaneAlignment;
+      divCeil(divCeil(args.count * dataTypeSize(args.type), comm.nranks), kLaneAlignment) * kLaneAlignment;
   const size_t blockBytes = divCeil(divCeil(segmentBytes, shape.blocks), kLaneAlignment) * kLaneAlignment;
   return launched(launchKernel(kernel, shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic,
                                stream, comm, args, buffers..., segmentBytes, blockBytes),
@@ -160,12 +193,10 @@ Status checkDirect(const ZeroCopyComm& comm, const AllReduceArgs& args, LaunchSh
 Status launchAllReduceZeroCopy(const ZeroCopyComm& comm, const AllReduceArgs& args, const PeerBuffers& send,
                                const PeerBuffers& recv, LaunchShape shape, cudaStream_t stream) {
   MSCCLPP_TRY(checkDirect(comm, args, shape));
-  auto launch = [&](auto type, auto op) {
-    using T = Tagged<decltype(type)>;
-    return launchDirect(allReduceZeroCopyKernel<T, Tagged<decltype(op)>>, comm, args, sizeof(T), shape,
-                        stream, send, recv);
-  };
-  return dispatchReduce(args.type, args.op.op, launch);
+  const AllReduceZeroCopyKernel kernel = withTypeShard(typeShardOf(args.type, true), [&](auto shard) {
+    return allReduceZeroCopyKernelOf<decltype(shard)::value>(args);
+  });
+  return launchDirect(kernel, comm, args, shape, stream, send, recv);
 }
 
 Status launchAllReduceMapped(const ZeroCopyComm& comm, const LaneComm& lanes, const AllReduceArgs& args,
@@ -177,14 +208,13 @@ Status launchAllReduceMapped(const ZeroCopyComm& comm, const LaneComm& lanes, co
   size_t segmentBytes = 0;
   LaneSchedule schedule{};
   MSCCLPP_TRY(allReduceLaneSchedule(lanes, args, scratch, &segmentBytes, &schedule));
-  auto launch = [&](auto type, auto op) {
-    using T = Tagged<decltype(type)>;
-    return launchDirect(allReduceMappedKernel<T, Tagged<decltype(op)>>, comm, args, sizeof(T), shape, stream,
-                        mine, lanes, schedule);
-  };
-  return dispatchReduce(args.type, args.op.op, launch);
+  const AllReduceMappedKernel kernel = withTypeShard(typeShardOf(args.type, true), [&](auto shard) {
+    return allReduceMappedKernelOf<decltype(shard)::value>(args);
+  });
+  return launchDirect(kernel, comm, args, shape, stream, mine, lanes, schedule);
 }
+#endif
 
-MSCCLPP_MODULE_ANCHOR(allReduceZeroCopyModule)
+MSCCLPP_MODULE_ANCHOR()
 
 }  // namespace mscclpp_nccl

@@ -1,7 +1,8 @@
 #include "native/algorithms/collective_names.cuh"
 #include "native/algorithms/exchange_chunked.cuh"
 #include "native/algorithms/kernel_launch.h"
-#include "native/algorithms/module_anchor.cuh"
+#include "native/algorithms/module_anchor.h"
+#include "native/algorithms/type_shards.cuh"
 #include "native/common/logging.h"
 #include "native/device/dependent_launch.cuh"
 
@@ -18,6 +19,23 @@ __global__ void __launch_bounds__(kLaneThreads)
 
 }  // namespace
 
+using ExchangeChunkedKernel = void (*)(LaneComm, ExchangeArgs, LaneSchedule, bool);
+
+// The kernel for `args` among those of type shard kShard (type_shards.cuh).
+template <int kShard>
+ExchangeChunkedKernel exchangeChunkedKernelOf(const ExchangeArgs& args);
+
+template <>
+ExchangeChunkedKernel exchangeChunkedKernelOf<kThisTypeShard>(const ExchangeArgs& args) {
+  auto kernel = [](auto name, auto reduce, auto type, auto op) {
+    return exchangeChunkedKernel<Tagged<decltype(name)>, Tagged<decltype(type)>, Tagged<decltype(op)>,
+                                 decltype(reduce)::value>;
+  };
+  return dispatchExchange(args.collective, args.reduce, args.type, args.op.op,
+                          heldKernels<ExchangeChunkedKernel>(kernel));
+}
+
+#if MSCCLPP_NCCL_HOST_SHARD
 Status exchangeLaneSchedule(const ExchangeArgs& args, LaunchShape shape, LaneSchedule* schedule) {
   schedule->chunkBytes = shape.chunkBytes;
   schedule->blocks = shape.blocks;
@@ -29,16 +47,15 @@ Status launchExchangeChunked(const LaneComm& comm, const ExchangeArgs& args, Lau
                              cudaStream_t stream) {
   LaneSchedule schedule{};
   MSCCLPP_TRY(exchangeLaneSchedule(args, shape, &schedule));
-  auto launch = [&](auto name, auto reduce, auto type, auto op) {
-    return launchKernel(exchangeChunkedKernel<Tagged<decltype(name)>, Tagged<decltype(type)>,
-                                              Tagged<decltype(op)>, decltype(reduce)::value>,
-                        shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic, stream, comm,
-                        args, schedule);
-  };
-  return launched(dispatchExchange(args.collective, args.reduce, args.type, args.op.op, launch),
+  const ExchangeChunkedKernel kernel = withTypeShard(typeShardOf(args.type, args.reduce), [&](auto shard) {
+    return exchangeChunkedKernelOf<decltype(shard)::value>(args);
+  });
+  return launched(launchKernel(kernel, shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic,
+                               stream, comm, args, schedule),
                   "chunked exchange");
 }
+#endif
 
-MSCCLPP_MODULE_ANCHOR(exchangeChunkedModule)
+MSCCLPP_MODULE_ANCHOR()
 
 }  // namespace mscclpp_nccl

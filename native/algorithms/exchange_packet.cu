@@ -3,9 +3,10 @@
 #include "native/algorithms/collective_names.cuh"
 #include "native/algorithms/exchange.h"
 #include "native/algorithms/kernel_launch.h"
-#include "native/algorithms/module_anchor.cuh"
+#include "native/algorithms/module_anchor.h"
 #include "native/algorithms/packet_kernel.cuh"
 #include "native/algorithms/reduce_dispatch.cuh"
+#include "native/algorithms/type_shards.cuh"
 #include "native/common/logging.h"
 #include "native/device/dependent_launch.cuh"
 
@@ -112,36 +113,51 @@ __global__ void __launch_bounds__(kPacketThreads, kPacketBlocksPerSm)
 
 }  // namespace
 
+using ExchangePacketKernel = void (*)(PacketComm, ExchangeArgs, size_t, int, bool);
+
+// The kernel for `args` on the root of a rooted call (`root`) or on any other rank, among those of type
+// shard kShard (type_shards.cuh).
+template <int kShard>
+ExchangePacketKernel exchangePacketKernelOf(const ExchangeArgs& args, bool root);
+
+template <>
+ExchangePacketKernel exchangePacketKernelOf<kThisTypeShard>(const ExchangeArgs& args, bool root) {
+  auto kernel = [root](auto name, auto reduce, auto type, auto op) -> ExchangePacketKernel {
+    using Name = Tagged<decltype(name)>;
+    using T = Tagged<decltype(type)>;
+    using Op = Tagged<decltype(op)>;
+    constexpr bool kReduce = decltype(reduce)::value;
+    if constexpr (isRooted(Name::kCollective))
+      if (root) return exchangePacketKernel<Name, T, Op, kReduce, true>;
+    return exchangePacketKernel<Name, T, Op, kReduce, false>;
+  };
+  return dispatchExchange(args.collective, args.reduce, args.type, args.op.op,
+                          heldKernels<ExchangePacketKernel>(kernel));
+}
+
+#if MSCCLPP_NCCL_HOST_SHARD
 Status launchExchange(const PacketComm& comm, const ExchangeArgs& args, LaunchShape shape,
                       cudaStream_t stream) {
   const size_t words = divCeil(args.rangeBytes, kPacketPayloadBytes);
   const size_t chunkWords = shape.chunkBytes / kPacketPayloadBytes;
   int rounds = 0;
   MSCCLPP_TRY(kernelRounds(words, chunkWords * shape.blocks, "packet exchange", &rounds));
-  auto launch = [&](auto name, auto reduce, auto type, auto op) {
-    using Name = Tagged<decltype(name)>;
-    auto start = [&](auto root) {
-      constexpr bool kRoot = decltype(root)::value;
-      constexpr ExchangeFlow kFlow = exchangeFlow(Name::kCollective, kRoot);
-      if (args.sendTo != kFlow.sendTo || args.recvFrom != kFlow.recvFrom ||
-          (args.srcStride == 0) != kFlow.oneRange) {
-        return fail(Status::kInternalError,
-                    "packet exchange: a %s call planned with other peer sets than its kernel's",
-                    collectiveName(args.collective));
-      }
-      return launched(launchKernel(exchangePacketKernel<Name, Tagged<decltype(type)>, Tagged<decltype(op)>,
-                                                        decltype(reduce)::value, kRoot>,
-                                   shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic, stream,
-                                   comm, args, chunkWords, rounds),
-                      "packet exchange");
-    };
-    if constexpr (isRooted(Name::kCollective))
-      if (comm.rank == args.root) return start(std::true_type{});
-    return start(std::false_type{});
-  };
-  return dispatchExchange(args.collective, args.reduce, args.type, args.op.op, launch);
+  const bool root = isRooted(args.collective) && comm.rank == args.root;
+  // The kernel's peer sets are compile-time constants (see above): the plan must have made the same.
+  const ExchangeFlow flow = exchangeFlow(args.collective, root);
+  if (args.sendTo != flow.sendTo || args.recvFrom != flow.recvFrom || (args.srcStride == 0) != flow.oneRange)
+    return fail(Status::kInternalError,
+                "packet exchange: a %s call planned with other peer sets than its kernel's",
+                collectiveName(args.collective));
+  const ExchangePacketKernel kernel = withTypeShard(typeShardOf(args.type, args.reduce), [&](auto shard) {
+    return exchangePacketKernelOf<decltype(shard)::value>(args, root);
+  });
+  return launched(launchKernel(kernel, shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic,
+                               stream, comm, args, chunkWords, rounds),
+                  "packet exchange");
 }
+#endif
 
-MSCCLPP_MODULE_ANCHOR(exchangePacketModule)
+MSCCLPP_MODULE_ANCHOR()
 
 }  // namespace mscclpp_nccl

@@ -2,8 +2,9 @@
 #include "native/algorithms/exchange_chunked.cuh"
 #include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/lane_kernel.cuh"
-#include "native/algorithms/module_anchor.cuh"
+#include "native/algorithms/module_anchor.h"
 #include "native/algorithms/packet_kernel.cuh"
+#include "native/algorithms/type_shards.cuh"
 #include "native/algorithms/zero_copy_kernel.cuh"
 #include "native/common/logging.h"
 #include "native/device/dependent_launch.cuh"
@@ -142,6 +143,24 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
 
 }  // namespace
 
+using ExchangeMappedKernel = void (*)(ZeroCopyComm, ExchangeArgs, MappedCall, LaneComm, LaneSchedule, size_t,
+                                      size_t, bool);
+
+// The kernel for `args` among those of type shard kShard (type_shards.cuh).
+template <int kShard>
+ExchangeMappedKernel exchangeMappedKernelOf(const ExchangeArgs& args);
+
+template <>
+ExchangeMappedKernel exchangeMappedKernelOf<kThisTypeShard>(const ExchangeArgs& args) {
+  auto kernel = [](auto name, auto reduce, auto type, auto op) {
+    return exchangeMappedKernel<Tagged<decltype(name)>, Tagged<decltype(type)>, Tagged<decltype(op)>,
+                                decltype(reduce)::value>;
+  };
+  return dispatchExchange(args.collective, args.reduce, args.type, args.op.op,
+                          heldKernels<ExchangeMappedKernel>(kernel));
+}
+
+#if MSCCLPP_NCCL_HOST_SHARD
 Status launchExchangeMapped(const ZeroCopyComm& comm, const LaneComm& lanes, const ExchangeArgs& args,
                             const MappedCall& mine, LaunchShape shape, LaunchShape scratch,
                             cudaStream_t stream) {
@@ -155,16 +174,15 @@ Status launchExchangeMapped(const ZeroCopyComm& comm, const LaneComm& lanes, con
   const size_t segmentBytes =
       mappedFlow(args).spread ? aligned(divCeil(args.rangeBytes, comm.nranks)) : args.rangeBytes;
   const size_t blockBytes = aligned(divCeil(segmentBytes, shape.blocks));
-  auto launch = [&](auto name, auto reduce, auto type, auto op) {
-    return launchKernel(exchangeMappedKernel<Tagged<decltype(name)>, Tagged<decltype(type)>,
-                                             Tagged<decltype(op)>, decltype(reduce)::value>,
-                        shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic, stream, comm,
-                        args, mine, lanes, schedule, segmentBytes, blockBytes);
-  };
-  return launched(dispatchExchange(args.collective, args.reduce, args.type, args.op.op, launch),
+  const ExchangeMappedKernel kernel = withTypeShard(typeShardOf(args.type, args.reduce), [&](auto shard) {
+    return exchangeMappedKernelOf<decltype(shard)::value>(args);
+  });
+  return launched(launchKernel(kernel, shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic,
+                               stream, comm, args, mine, lanes, schedule, segmentBytes, blockBytes),
                   "zero-copy exchange");
 }
+#endif
 
-MSCCLPP_MODULE_ANCHOR(exchangeZeroCopyModule)
+MSCCLPP_MODULE_ANCHOR()
 
 }  // namespace mscclpp_nccl

@@ -8,20 +8,10 @@
 #include <set>
 #include <vector>
 
+#include "native/algorithms/module_anchor.h"
 #include "native/common/logging.h"
 
 namespace mscclpp_nccl {
-
-// One kernel of each .cu file (module_anchor.cuh).
-const void* allReduceOneShotPacketModule();
-const void* allReduceTwoShotPacketModule();
-const void* allReduceTwoShotChunkedModule();
-const void* allReduceZeroCopyModule();
-const void* exchangePacketModule();
-const void* exchangeChunkedModule();
-const void* exchangeZeroCopyModule();
-const void* sendRecvPacketModule();
-const void* sendRecvChunkedModule();
 
 namespace {
 
@@ -78,12 +68,8 @@ void preloadKernels(int device) {
     MSCCLPP_INFO(kInit, "kernels stay lazily loaded: the driver cannot enumerate or load functions");
     return;
   }
-  const void* anchors[] = {
-      allReduceOneShotPacketModule(), allReduceTwoShotPacketModule(), allReduceTwoShotChunkedModule(),
-      allReduceZeroCopyModule(),      exchangePacketModule(),         exchangeChunkedModule(),
-      exchangeZeroCopyModule(),       sendRecvPacketModule(),         sendRecvChunkedModule()};
   int loaded = 0;
-  for (const void* anchor : anchors) {
+  for (const void* anchor : kernelModuleAnchors()) {
     const int count = loader.loadModuleOf(anchor);
     if (count < 0) {
       MSCCLPP_INFO(kInit, "GPU %d: a module of kernels could not be preloaded; it loads at first launch",
@@ -92,7 +78,8 @@ void preloadKernels(int device) {
     }
     loaded += count;
   }
-  MSCCLPP_INFO(kInit, "GPU %d: %d kernels preloaded", device, loaded);
+  MSCCLPP_INFO(kInit, "GPU %d: %d kernels of %zu modules preloaded", device, loaded,
+               kernelModuleAnchors().size());
 }
 
 }  // namespace mscclpp_nccl

@@ -2,7 +2,7 @@
 
 #include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/lane_kernel.cuh"
-#include "native/algorithms/module_anchor.cuh"
+#include "native/algorithms/module_anchor.h"
 #include "native/algorithms/p2p.h"
 #include "native/algorithms/packet_kernel.cuh"
 #include "native/common/logging.h"
@@ -78,6 +78,6 @@ Status launchP2pChunked(const LaneComm& comm, const std::vector<P2pOp>& ops, int
   return launched(dispatchCopy(elementBytes, launch), "send/recv (chunked)");
 }
 
-MSCCLPP_MODULE_ANCHOR(sendRecvChunkedModule)
+MSCCLPP_MODULE_ANCHOR()
 
 }  // namespace mscclpp_nccl

@@ -1,7 +1,7 @@
 #include <algorithm>
 
 #include "native/algorithms/kernel_launch.h"
-#include "native/algorithms/module_anchor.cuh"
+#include "native/algorithms/module_anchor.h"
 #include "native/algorithms/p2p.h"
 #include "native/algorithms/packet_kernel.cuh"
 #include "native/algorithms/reduce_dispatch.cuh"
@@ -139,6 +139,6 @@ Status launchP2p(const P2pComm& comm, const std::vector<P2pOp>& ops, int maxBloc
   return launched(dispatchCopy(elementBytes, launch), "send/recv");
 }
 
-MSCCLPP_MODULE_ANCHOR(sendRecvPacketModule)
+MSCCLPP_MODULE_ANCHOR()
 
 }  // namespace mscclpp_nccl
