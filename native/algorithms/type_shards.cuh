@@ -10,7 +10,7 @@
 //     return dispatchReduce(args.type, args.op, heldKernels<Kernel>([](auto type, auto op) {...}));
 //   }
 //   #if MSCCLPP_NCCL_HOST_SHARD
-//   ... withTypeShard(typeShardOf(type, reduce), [&](auto shard) { return myKernelOf<shard>(args); })
+//   ... withTypeShard(type, reduce, [&](auto shard) { return myKernelOf<decltype(shard)::value>(args); })
 //   #endif
 //
 // A compile without the define (a tool that builds one source, perf/packet_kernel_bench.cu) holds every
@@ -115,14 +115,14 @@ auto visitTypeShard(int shard, Visit visit, std::integer_sequence<int, kShards..
   return result;
 }
 
-// Returns visit(std::integral_constant<int, shard>{}): the host code's way to a shard's kernels. In a
-// compile of every type, visit(kAllTypeShards) whatever `shard` is.
+// Returns visit(std::integral_constant<int, shard>{}) for the shard that holds the kernels of a call on
+// `type` (typeShardOf): the host code's way to them. In a compile of every type, visit(kAllTypeShards).
 template <typename Visit>
-auto withTypeShard(int shard, Visit visit) {
+auto withTypeShard(DataType type, bool reduce, Visit visit) {
   if constexpr (kThisTypeShard == kAllTypeShards)
     return visit(std::integral_constant<int, kAllTypeShards>{});
   else
-    return visitTypeShard(shard, visit, std::make_integer_sequence<int, kTypeShards>{});
+    return visitTypeShard(typeShardOf(type, reduce), visit, std::make_integer_sequence<int, kTypeShards>{});
 }
 
 }  // namespace mscclpp_nccl
