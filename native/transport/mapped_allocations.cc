@@ -144,6 +144,9 @@ void MappedAllocations::stop() {
     stopping_ = true;
   }
   acked_.notify_all();
+  // A second call (the destructor's, after the owner stopped the helper and closed the bootstrap) must
+  // not touch the bootstrap: it is gone.
+  if (!helper_.joinable()) return;
   bootstrap_.wakeRecvAny();  // else the helper notices only when its poll ends (a destroy took 0.1 s longer)
   joinThread(&helper_);
 }

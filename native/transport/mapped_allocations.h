@@ -50,7 +50,8 @@ class MappedAllocations {
   MappedAllocations(const MappedAllocations&) = delete;
   MappedAllocations& operator=(const MappedAllocations&) = delete;
 
-  // Ends the helper thread (before the bootstrap goes).
+  // Ends the helper thread. The owner calls it before the bootstrap goes; later calls (the destructor's)
+  // do nothing.
   void stop();
 
   // Describes `ptr` (`bytes` long) for call number `call`: its allocation's index and the offset in it,
