@@ -125,7 +125,9 @@ def sharded_source(setup_py: ModuleType) -> Path:
 
 def test_a_kernel_source_compiles_once_per_type_shard(setup_py: ModuleType, tmp_path: Path) -> None:
     shards = setup_py.type_shards()
-    assert shards == 13  # the 12 element types of reductions and the raw 2-byte type of data movement
+    # the 12 element types of reductions, the raw 2-byte type of data movement, a second shard (Max and
+    # Min) for each of the four 1-byte types, and one for the copies of each raw type that also reduces
+    assert shards == 20
     plain = setup_py.ROOT / "native" / "communicator.cc"
     jobs = setup_py.compiles([plain, sharded_source(setup_py)])
     assert [job.shard for job in jobs] == [None, *range(shards)]
@@ -140,11 +142,11 @@ def test_every_shard_is_reported_and_summed(setup_py: ModuleType, tmp_path: Path
     jobs = setup_py.compiles([sharded_source(setup_py)])
     setup_py.record_compile_times(tmp_path, {job.name: 1.0 + (job.shard or 0) for job in jobs}, ["90"], 2)
     lines, over = setup_py.compile_report(tmp_path, top=2, file_budget_s=12.5, total_budget_s=1000)
-    # shards 0..12 took 1..13 s: 91 s together, the slowest 13 s
-    assert f"{len(jobs)} of" in lines[0] and "91 s in all" in lines[0]
-    assert lines[1].endswith("[type shard 12]") and lines[2].endswith("[type shard 11]")
-    assert "exchange_zero_copy.cu (13 shards, slowest 13.0 s)" in lines[-1] and "91.0 s" in lines[-1]
-    assert over == [f"{jobs[12].name}: 13 s > 12 s"]
+    # shards 0..19 took 1..20 s: 210 s together, the slowest 20 s
+    assert f"{len(jobs)} of" in lines[0] and "210 s in all" in lines[0]
+    assert lines[1].endswith("[type shard 19]") and lines[2].endswith("[type shard 18]")
+    assert "exchange_zero_copy.cu (20 shards, slowest 20.0 s)" in lines[-1] and "210.0 s" in lines[-1]
+    assert over == [f"{jobs[k].name}: {k + 1} s > 12 s" for k in range(19, 11, -1)]
 
 
 def test_the_slowest_compiles_start_first(setup_py: ModuleType, tmp_path: Path) -> None:

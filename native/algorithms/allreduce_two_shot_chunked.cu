@@ -49,7 +49,7 @@ Status launchAllReduceTwoShotChunked(const LaneComm& comm, const AllReduceArgs& 
   size_t segmentBytes = 0;
   LaneSchedule schedule{};
   MSCCLPP_TRY(allReduceLaneSchedule(comm, args, shape, &segmentBytes, &schedule));
-  const AllReduceTwoShotChunkedKernel kernel = withTypeShard(args.type, true, [&](auto shard) {
+  const AllReduceTwoShotChunkedKernel kernel = withTypeShard(args.type, args.op.op, true, [&](auto shard) {
     return allReduceTwoShotChunkedKernelOf<decltype(shard)::value>(args);
   });
   return launched(launchKernel(kernel, shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic,

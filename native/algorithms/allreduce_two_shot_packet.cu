@@ -126,8 +126,9 @@ Status launchTwoShotPacket(const PacketComm& comm, const AllReduceArgs& args, in
   const size_t chunkWords = shape.chunkBytes / kPacketPayloadBytes;
   int rounds = 0;
   MSCCLPP_TRY(kernelRounds(segmentWords, chunkWords * shape.blocks, algorithm, &rounds));
-  const TwoShotPacketKernel kernel = withTypeShard(
-      args.type, true, [&](auto shard) { return twoShotPacketKernelOf<decltype(shard)::value>(args, root); });
+  const TwoShotPacketKernel kernel = withTypeShard(args.type, args.op.op, true, [&](auto shard) {
+    return twoShotPacketKernelOf<decltype(shard)::value>(args, root);
+  });
   return launched(launchKernel(kernel, shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic,
                                stream, comm, args, root, segmentWords, chunkWords, rounds),
                   algorithm);

@@ -193,8 +193,9 @@ Status checkDirect(const ZeroCopyComm& comm, const AllReduceArgs& args, LaunchSh
 Status launchAllReduceZeroCopy(const ZeroCopyComm& comm, const AllReduceArgs& args, const PeerBuffers& send,
                                const PeerBuffers& recv, LaunchShape shape, cudaStream_t stream) {
   MSCCLPP_TRY(checkDirect(comm, args, shape));
-  const AllReduceZeroCopyKernel kernel = withTypeShard(
-      args.type, true, [&](auto shard) { return allReduceZeroCopyKernelOf<decltype(shard)::value>(args); });
+  const AllReduceZeroCopyKernel kernel = withTypeShard(args.type, args.op.op, true, [&](auto shard) {
+    return allReduceZeroCopyKernelOf<decltype(shard)::value>(args);
+  });
   return launchDirect(kernel, comm, args, shape, stream, send, recv);
 }
 
@@ -207,8 +208,9 @@ Status launchAllReduceMapped(const ZeroCopyComm& comm, const LaneComm& lanes, co
   size_t segmentBytes = 0;
   LaneSchedule schedule{};
   MSCCLPP_TRY(allReduceLaneSchedule(lanes, args, scratch, &segmentBytes, &schedule));
-  const AllReduceMappedKernel kernel = withTypeShard(
-      args.type, true, [&](auto shard) { return allReduceMappedKernelOf<decltype(shard)::value>(args); });
+  const AllReduceMappedKernel kernel = withTypeShard(args.type, args.op.op, true, [&](auto shard) {
+    return allReduceMappedKernelOf<decltype(shard)::value>(args);
+  });
   return launchDirect(kernel, comm, args, shape, stream, mine, lanes, schedule);
 }
 #endif

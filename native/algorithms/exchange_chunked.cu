@@ -47,7 +47,7 @@ Status launchExchangeChunked(const LaneComm& comm, const ExchangeArgs& args, Lau
                              cudaStream_t stream) {
   LaneSchedule schedule{};
   MSCCLPP_TRY(exchangeLaneSchedule(args, shape, &schedule));
-  const ExchangeChunkedKernel kernel = withTypeShard(args.type, args.reduce, [&](auto shard) {
+  const ExchangeChunkedKernel kernel = withTypeShard(args.type, args.op.op, args.reduce, [&](auto shard) {
     return exchangeChunkedKernelOf<decltype(shard)::value>(args);
   });
   return launched(launchKernel(kernel, shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic,

@@ -149,7 +149,7 @@ Status launchExchange(const PacketComm& comm, const ExchangeArgs& args, LaunchSh
     return fail(Status::kInternalError,
                 "packet exchange: a %s call planned with other peer sets than its kernel's",
                 collectiveName(args.collective));
-  const ExchangePacketKernel kernel = withTypeShard(args.type, args.reduce, [&](auto shard) {
+  const ExchangePacketKernel kernel = withTypeShard(args.type, args.op.op, args.reduce, [&](auto shard) {
     return exchangePacketKernelOf<decltype(shard)::value>(args, root);
   });
   return launched(launchKernel(kernel, shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic,

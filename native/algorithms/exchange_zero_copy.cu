@@ -174,7 +174,7 @@ Status launchExchangeMapped(const ZeroCopyComm& comm, const LaneComm& lanes, con
   const size_t segmentBytes =
       mappedFlow(args).spread ? aligned(divCeil(args.rangeBytes, comm.nranks)) : args.rangeBytes;
   const size_t blockBytes = aligned(divCeil(segmentBytes, shape.blocks));
-  const ExchangeMappedKernel kernel = withTypeShard(args.type, args.reduce, [&](auto shard) {
+  const ExchangeMappedKernel kernel = withTypeShard(args.type, args.op.op, args.reduce, [&](auto shard) {
     return exchangeMappedKernelOf<decltype(shard)::value>(args);
   });
   return launched(launchKernel(kernel, shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic,

@@ -113,6 +113,8 @@ cudaError_t launchOnce(const void* kernel, int blocks, int threads, cudaStream_t
 
 cudaError_t launchPacked(const void* kernel, int blocks, int threads, bool early, bool programmatic,
                          cudaStream_t stream, void** params) {
+  // No kernel: the call's type and operator found none in the shard it looked in (type_shards.cuh).
+  if (kernel == nullptr) return cudaErrorInvalidDeviceFunction;
   std::lock_guard<std::mutex> lock(launchLock());
   const bool attributed = (early || programmatic) && mayCarryEarlyAttribute(stream, early);
   cudaError_t err = cudaSuccess;
