@@ -13,8 +13,9 @@ Environment: MSCCLPP_NCCL_CUDA_ARCHS (default "90" for every build; "80,90,100" 
 and Blackwell GPUs load too, not yet run on them; PTX of the newest is always added), NVCC (path of
 nvcc), MSCCLPP_NCCL_BUILD_JOBS (parallel compiles, default os.cpu_count()).
 
-A kernel source that includes native/algorithms/type_shards.cuh is compiled once per element type (its
-"type shards"), so that its instantiations build in parallel. The slowest compiles start first. Each
+A kernel source that includes native/algorithms/type_shards.cuh is compiled once per type shard (an
+element type, or some of its operators or its copies: kTypeShards compiles), so that its instantiations
+build in parallel. The slowest compiles start first. Each
 compile's seconds are kept in build/native*/compile_times.json; `python setup.py compile_report` prints
 the slowest and fails above a budget.
 """
