@@ -62,7 +62,7 @@ constexpr bool unsignedAt(int index, ShardTypes<Ts...>) {
 }
 
 constexpr int kElementTypes = countOf(KernelElementTypes{});
-constexpr int kReductionTypes = 12;  // KernelElementTypes up to the raw type that only moves data
+constexpr int kReductionTypes = kNumDataTypes;  // KernelElementTypes before the raw type that only moves data
 // Operator indices: KernelOperators', then one for kernels that only move data (dispatchCopy).
 constexpr int kOpMaxIndex = indexIn<OpMax>(KernelOperators{}),
               kOpMinIndex = indexIn<OpMin>(KernelOperators{});
@@ -151,7 +151,9 @@ constexpr int shardOfTags() {
 // Whether this compile instantiates the kernel that dispatch tags `Tags` pick.
 template <typename... Tags>
 constexpr bool holdsKernel() {
-  return kThisTypeShard == kAllTypeShards || shardOfTags<Tags...>() == kThisTypeShard;
+  constexpr int shard = shardOfTags<Tags...>();
+  static_assert(shard >= 0, "a kernel dispatched without an element type of KernelElementTypes");
+  return kThisTypeShard == kAllTypeShards || shard == kThisTypeShard;
 }
 
 // A visitor for the typed dispatch (reduce_dispatch.cuh, collective_names.cuh) that returns
