@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,15 +31,24 @@ def run_ranks(
     env: dict[str, str] | None = None,
     launcher_args: list[str] | None = None,
     expect_rc: int = 0,
+    mps: bool = True,
 ) -> str:
+    """Runs `worker` as `nranks` ranks sharing the GPU: under MPS by default, else time-sliced (the ranks
+    are kept off any MPS daemon that the environment names)."""
     full_env = dict(os.environ)
     full_env.setdefault("MSCCLPP_NCCL_WAIT_TIMEOUT", "60")
     full_env.setdefault("MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT", "60")
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
     full_env.update(env or {})
-    cmd = [sys.executable, "-m", "mscclpp_nccl.run", "-n", str(nranks), "--mps", "--timeout", str(timeout)]
+    share = "--mps" if mps else "--share-gpus"
+    cmd = [sys.executable, "-m", "mscclpp_nccl.run", "-n", str(nranks), share, "--timeout", str(timeout)]
     cmd += [*(launcher_args or []), "--", sys.executable, str(worker), *args]
-    proc = subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout + 30)
+    with tempfile.TemporaryDirectory(prefix="no-mps-") as no_daemon:
+        if not mps:  # a CUDA client joins the daemon whose pipe directory it is given, if one answers there
+            full_env["CUDA_MPS_PIPE_DIRECTORY"] = no_daemon
+        proc = subprocess.run(
+            cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout + 30
+        )
     output = proc.stdout + proc.stderr
     assert proc.returncode == expect_rc, output[-6000:]
     return output

@@ -481,7 +481,11 @@ class Stress:
         def pending_text(pending: list[Launched]) -> str:
             names = "; ".join(f"{p.step.item.describe()} on stream {p.step.stream}" for p in pending[:8])
             more = f" and {len(pending) - 8} more" if len(pending) > 8 else ""
-            return f"waiting for {len(pending)} items: {names}{more}"
+            heads: dict[int, Launched] = {}
+            for p in pending:  # issue order: the first pending item of each stream is its head
+                heads.setdefault(p.step.stream, p)
+            head_text = "; ".join(f"stream {s}: {heads[s].step.item.describe()}" for s in sorted(heads))
+            return f"waiting for {len(pending)} items: {names}{more}. Stream heads: {head_text}"
 
         pending = list(launched)
         self.watchdog.beat(pending_text(pending))

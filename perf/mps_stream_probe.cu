@@ -1,0 +1,92 @@
+// Whether streams held up behind waiting kernels keep other streams' kernels from starting, with several
+// processes sharing one GPU. Each process launches, on each of `--held` streams, a kernel that spins until
+// the host releases it and, behind it, a second kernel (so that the stream has work queued behind a wait,
+// as a stream of collectives waiting for their peers does). Then it launches one small kernel on a stream
+// of its own and reports how long that kernel took to finish, or that it did not within the limit.
+//
+// The many-communicators stress (tests/gpu/many_comms_worker.py) stalls under MPS with several streams per
+// rank, where kernels at the head of idle streams never start, and passes without MPS on the same schedule.
+// This isolates that pattern from the library: run it as 8 processes at once under MPS and without.
+//
+// Build: nvcc -O2 -arch=sm_90 -o build/mps_stream_probe perf/mps_stream_probe.cu
+// Run:   for i in $(seq 8); do build/mps_stream_probe --held 4 & done; wait
+#include <cuda_runtime.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace {
+
+__global__ void spinUntilReleased(const volatile int* release) {
+  while (*release == 0) {
+  }
+}
+
+__global__ void markDone(int* word) { *word = 1; }
+
+bool check(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return true;
+  std::fprintf(stderr, "mps_stream_probe: %s: %s\n", what, cudaGetErrorString(err));
+  return false;
+}
+
+// Milliseconds until `stream` is idle, or -1 after `limitMs`.
+double msUntilIdle(cudaStream_t stream, int limitMs) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    if (cudaStreamQuery(stream) == cudaSuccess) break;
+    if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(limitMs)) return -1;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int held = 4, limitMs = 3000, settleMs = 500;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--held")) held = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--limit-ms")) limitMs = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--settle-ms")) settleMs = std::atoi(argv[i + 1]);
+  }
+  int* release = nullptr;
+  int* releaseOnDevice = nullptr;
+  int* words = nullptr;
+  if (!check(cudaHostAlloc(&release, sizeof(int), cudaHostAllocMapped), "cudaHostAlloc") ||
+      !check(cudaHostGetDevicePointer(&releaseOnDevice, release, 0), "cudaHostGetDevicePointer") ||
+      !check(cudaMalloc(&words, sizeof(int) * (held + 1)), "cudaMalloc"))
+    return 1;
+  // Both kernels run once before the test, so that loading them on first launch plays no part.
+  *release = 1;
+  spinUntilReleased<<<1, 32>>>(releaseOnDevice);
+  markDone<<<1, 1>>>(words);
+  if (!check(cudaDeviceSynchronize(), "warm-up")) return 1;
+  *release = 0;
+
+  std::vector<cudaStream_t> streams(held + 1);
+  for (cudaStream_t& s : streams)
+    if (!check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate")) return 1;
+  for (int i = 0; i < held; ++i) {
+    spinUntilReleased<<<1, 32, 0, streams[i]>>>(releaseOnDevice);
+    markDone<<<1, 1, 0, streams[i]>>>(words + i);
+  }
+  // Give the other processes time to hold their streams too.
+  std::this_thread::sleep_for(std::chrono::milliseconds(settleMs));
+  markDone<<<1, 1, 0, streams[held]>>>(words + held);
+  const double ms = msUntilIdle(streams[held], limitMs);
+  *release = 1;
+  const bool drained = check(cudaDeviceSynchronize(), "drain");
+  if (ms < 0)
+    std::printf("pid %d: %d held streams: the free stream's kernel did not finish within %d ms\n", getpid(),
+                held, limitMs);
+  else
+    std::printf("pid %d: %d held streams: the free stream's kernel finished after %.2f ms\n", getpid(), held,
+                ms);
+  return drained ? 0 : 1;
+}
