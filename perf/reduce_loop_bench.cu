@@ -1,6 +1,6 @@
 // The zero-copy all-reduce's inner loop alone, in one process with no barriers: N "ranks" of one
 // kernel (grid = N x blocks-per-rank), each reducing its segment of N inputs and storing the result into
-// N outputs, as allreduce_zero_copy.cu does across processes. Times schedules of that loop against a
+// N outputs, as allreduce_direct.cuh does across processes. Times schedules of that loop against a
 // plain copy of the same bytes, so a gap between the library's reduce and its copy can be traced to the
 // loop rather than to barriers, MPS or launch order.
 //

@@ -1,6 +1,8 @@
 """CPU test of the kernels' names, which are what profilers (Nsight Systems) show for each launch: every
-kernel's symbol says its collective, its algorithm and its element type, also where one body serves
-several collectives (the exchange kernels, through native/algorithms/collective_names.cuh)."""
+kernel's symbol says its algorithm and its element type, and its collective wherever its code depends on
+the collective (the packet exchange and two-shot kernels, through native/algorithms/collective_names.cuh).
+The chunked and zero-copy exchanges run the same code for every collective they serve, so each is
+compiled once and says whether it reduces; the call's NVTX range names the collective."""
 
 from __future__ import annotations
 
@@ -22,11 +24,13 @@ EXPECTED = {
     ],
     "all_gather": [
         "exchangePacketKernel<mscclpp_nccl::AllGather, unsigned int,",
-        "exchangeChunkedKernel<mscclpp_nccl::AllGather,",
+        "exchangeChunkedKernel<unsigned int, mscclpp_nccl::OpSum, false>",
+        "exchangeMappedKernel<unsigned short, mscclpp_nccl::OpSum, false>",
     ],
     "reduce_scatter": [
         "exchangePacketKernel<mscclpp_nccl::ReduceScatter, float, mscclpp_nccl::OpSum, true, false>",
-        "exchangeChunkedKernel<mscclpp_nccl::ReduceScatter, __nv_bfloat16, mscclpp_nccl::OpSum, true>",
+        "exchangeChunkedKernel<__nv_bfloat16, mscclpp_nccl::OpSum, true>",
+        "exchangeMappedKernel<float, mscclpp_nccl::OpMax, true>",
     ],
     "alltoall": ["exchangePacketKernel<mscclpp_nccl::AlltoAll,"],
     "broadcast": [
@@ -39,8 +43,8 @@ EXPECTED = {
         "exchangePacketKernel<mscclpp_nccl::Reduce, double, mscclpp_nccl::OpProd, true, false>",
         "twoShotPacketKernel<mscclpp_nccl::Reduce, double, mscclpp_nccl::OpProd>",
     ],
-    "gather": ["exchangeChunkedKernel<mscclpp_nccl::Gather,"],
-    "scatter": ["exchangeChunkedKernel<mscclpp_nccl::Scatter,"],
+    "gather": ["exchangePacketKernel<mscclpp_nccl::Gather,"],
+    "scatter": ["exchangePacketKernel<mscclpp_nccl::Scatter,"],
     "sendrecv": ["sendRecvPacketKernel<", "sendRecvChunkedKernel<"],
 }
 
@@ -67,11 +71,15 @@ def test_each_collective_has_named_kernels(kernels: list[str], collective: str) 
 
 
 def test_no_kernel_hides_its_collective(kernels: list[str]) -> None:
-    """A kernel that serves several collectives takes one of the names of collective_names.cuh."""
+    """A kernel whose code depends on the collective takes one of the names of collective_names.cuh; one
+    whose code does not says whether it reduces (its last template argument)."""
     names = ("AllGather", "ReduceScatter", "AlltoAll", "Broadcast", "Reduce", "Gather", "Scatter")
     for kernel in kernels:
-        if kernel.startswith("exchange"):
+        if kernel.startswith("exchangePacket"):
             assert any(f"<mscclpp_nccl::{n}," in kernel for n in names), kernel
+        elif kernel.startswith(("exchangeChunked", "exchangeMapped")):
+            assert kernel.endswith((", true>", ", false>")), kernel
+            assert not any(f"mscclpp_nccl::{n}," in kernel for n in names), f"{kernel}: compiled per name"
         elif kernel.startswith("twoShotPacket"):  # all_reduce and reduce
             assert kernel.startswith(
                 ("twoShotPacketKernel<mscclpp_nccl::AllReduce,", "twoShotPacketKernel<mscclpp_nccl::Reduce,")
@@ -107,10 +115,11 @@ def expected_instances() -> dict[str, set[str]]:
     """Every kernel instantiation a call can reach, by kernel: what the dispatch over type, operator and
     collective must find, whichever compile (type shard) holds it."""
     reductions = [f"{t}, {op}" for t in REDUCE_TYPES for op in OPS]
-    exchange = {f"mscclpp_nccl::{n}, {r}, true" for n in ("ReduceScatter", "Reduce") for r in reductions}
-    exchange |= {f"mscclpp_nccl::{n}, {t}, mscclpp_nccl::OpSum, false" for n in COPYING for t in RAW_TYPES}
+    named = {f"mscclpp_nccl::{n}, {r}, true" for n in ("ReduceScatter", "Reduce") for r in reductions}
+    named |= {f"mscclpp_nccl::{n}, {t}, mscclpp_nccl::OpSum, false" for n in COPYING for t in RAW_TYPES}
+    exchange = {f"{r}, true" for r in reductions} | {f"{t}, mscclpp_nccl::OpSum, false" for t in RAW_TYPES}
     packet = set()
-    for args in exchange:
+    for args in named:
         name = args.split(",")[0].removeprefix("mscclpp_nccl::")
         packet |= {f"{args}, {root}" for root in (("true", "false") if name in ROOTED else ("false",))}
     return {

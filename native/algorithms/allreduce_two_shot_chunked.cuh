@@ -1,6 +1,6 @@
 // The two-shot chunked all-reduce's schedule as a device function: its own kernel
 // (allreduce_two_shot_chunked.cu) runs it, and so does the mapped zero-copy kernel
-// (allreduce_zero_copy.cu) when its ranks agree on scratch. Included by .cu files only.
+// (allreduce_mapped.cu) when its ranks agree on scratch. Included by .cu files only.
 #pragma once
 
 #include "native/algorithms/allreduce.h"

@@ -1,6 +1,9 @@
 // Empty types that put the collective into a kernel's symbol, which is the name profilers (Nsight
-// Systems) show, where one kernel body serves several collectives: the exchange kernels run seven, the
-// two-shot packet kernel all-reduce and reduce.
+// Systems) show, where one kernel serves several collectives and its code depends on which: the packet
+// exchange kernels run seven, the two-shot packet kernel all-reduce and reduce. Kernels whose code is the
+// same for every collective they serve (the chunked and zero-copy exchanges) are compiled once and named
+// by what they do, reduce or move (dispatchExchangeWork): each name is another compile of the same code,
+// and the NVTX range of the call (shim/nvtx_range.h) names the collective in a profile.
 #pragma once
 
 #include <type_traits>
@@ -60,6 +63,14 @@ auto dispatchExchange(Collective collective, bool reduce, DataType type, BinaryO
     return dispatchCopy(dataTypeSize(type),
                         [&](auto t, auto o) { return launch(name, std::false_type{}, t, o); });
   });
+}
+
+// Returns launch(reduce, type, op) for an exchange kernel that no collective names: tags of whether it
+// reduces (std::true_type or std::false_type), of its element type and of its operator.
+template <typename Launch>
+auto dispatchExchangeWork(bool reduce, DataType type, BinaryOp op, Launch launch) {
+  if (reduce) return dispatchReduce(type, op, [&](auto t, auto o) { return launch(std::true_type{}, t, o); });
+  return dispatchCopy(dataTypeSize(type), [&](auto t, auto o) { return launch(std::false_type{}, t, o); });
 }
 
 }  // namespace mscclpp_nccl

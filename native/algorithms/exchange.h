@@ -67,7 +67,7 @@ struct ExchangeArgs {
   DataType type;
   ReduceOp op;
   uint64_t ticket = 0;  // nonzero: the packet kernel publishes it when done (native/device/step_sequence.cuh)
-  Collective collective = Collective::kAllGather;  // names the kernel (collective_names.cuh)
+  Collective collective = Collective::kAllGather;  // its flow; names the packet kernel (collective_names.cuh)
 };
 
 Status launchExchange(const PacketComm& comm, const ExchangeArgs& args, LaunchShape shape,

@@ -9,8 +9,8 @@
 namespace mscclpp_nccl {
 namespace {
 
-// The schedule of exchange_chunked.cuh as a kernel of its own (Name names it in profiles).
-template <typename Name, typename T, typename Op, bool kReduce>
+// The schedule of exchange_chunked.cuh as a kernel of its own.
+template <typename T, typename Op, bool kReduce>
 __global__ void __launch_bounds__(kLaneThreads)
     exchangeChunkedKernel(LaneComm comm, ExchangeArgs args, LaneSchedule schedule, bool early) {
   enterKernel(early);
@@ -27,12 +27,10 @@ ExchangeChunkedKernel exchangeChunkedKernelOf(const ExchangeArgs& args);
 
 template <>
 ExchangeChunkedKernel exchangeChunkedKernelOf<kThisTypeShard>(const ExchangeArgs& args) {
-  auto kernel = [](auto name, auto reduce, auto type, auto op) {
-    return exchangeChunkedKernel<Tagged<decltype(name)>, Tagged<decltype(type)>, Tagged<decltype(op)>,
-                                 decltype(reduce)::value>;
+  auto kernel = [](auto reduce, auto type, auto op) {
+    return exchangeChunkedKernel<Tagged<decltype(type)>, Tagged<decltype(op)>, decltype(reduce)::value>;
   };
-  return dispatchExchange(args.collective, args.reduce, args.type, args.op.op,
-                          heldKernels<ExchangeChunkedKernel>(kernel));
+  return dispatchExchangeWork(args.reduce, args.type, args.op.op, heldKernels<ExchangeChunkedKernel>(kernel));
 }
 
 #if MSCCLPP_NCCL_HOST_SHARD

@@ -42,7 +42,7 @@ __device__ __forceinline__ void pushRange(const char* source, int sourceAlignmen
 }
 
 // The chunked schedule as a call rather than inlined, so that it does not push the zero-copy path's
-// registers to spill (as in allreduce_zero_copy.cu).
+// registers to spill (as in allreduce_mapped.cu).
 template <typename T, typename Op, bool kReduce>
 __device__ __noinline__ void exchangeScratchFallback(const LaneComm& lanes, const ExchangeArgs& args,
                                                      const LaneSchedule& schedule) {
@@ -60,7 +60,7 @@ __device__ __noinline__ void exchangeScratchFallback(const LaneComm& lanes, cons
 // each unit before writing it (alltoall in place is kept on scratch by the caller). Where the ranks
 // agree on scratch instead, the kernel runs the chunked exchange's schedule over `lanes`
 // (exchange_chunked.cuh).
-template <typename Name, typename T, typename Op, bool kReduce>
+template <typename T, typename Op, bool kReduce>
 __global__ void __launch_bounds__(kZeroCopyThreads)
     exchangeMappedKernel(ZeroCopyComm comm, ExchangeArgs args, MappedCall mine, LaneComm lanes,
                          LaneSchedule scratch, size_t segmentBytes, size_t blockBytes, bool early) {
@@ -152,12 +152,10 @@ ExchangeMappedKernel exchangeMappedKernelOf(const ExchangeArgs& args);
 
 template <>
 ExchangeMappedKernel exchangeMappedKernelOf<kThisTypeShard>(const ExchangeArgs& args) {
-  auto kernel = [](auto name, auto reduce, auto type, auto op) {
-    return exchangeMappedKernel<Tagged<decltype(name)>, Tagged<decltype(type)>, Tagged<decltype(op)>,
-                                decltype(reduce)::value>;
+  auto kernel = [](auto reduce, auto type, auto op) {
+    return exchangeMappedKernel<Tagged<decltype(type)>, Tagged<decltype(op)>, decltype(reduce)::value>;
   };
-  return dispatchExchange(args.collective, args.reduce, args.type, args.op.op,
-                          heldKernels<ExchangeMappedKernel>(kernel));
+  return dispatchExchangeWork(args.reduce, args.type, args.op.op, heldKernels<ExchangeMappedKernel>(kernel));
 }
 
 #if MSCCLPP_NCCL_HOST_SHARD
