@@ -1,15 +1,18 @@
-// Whether streams held up behind waiting kernels keep other streams' kernels from starting, with several
-// processes sharing one GPU. Each process launches, on each of `--held` streams, a kernel that spins until
-// the host releases it and, behind it, a second kernel (so that the stream has work queued behind a wait,
-// as a stream of collectives waiting for their peers does). Then it launches one small kernel on a stream
-// of its own and reports how long that kernel took to finish, or that it did not within the limit.
+// Whether streams held up behind waits keep other streams' kernels from starting, with several processes
+// sharing one GPU. Each process holds `--held` streams: on each, a kernel that spins until the host
+// releases it (`--hold kernel`, as a collective waiting for its peers) or a stream memory wait on a host
+// word (`--hold wait`, as a call waiting for its communicator's previous one on another stream), and
+// behind it a second kernel, so that the stream has work queued behind the wait. Then it launches one
+// small kernel on a stream of its own and reports how long that kernel took to finish, or that it did
+// not within the limit.
 //
 // The many-communicators stress (tests/gpu/many_comms_worker.py) stalls under MPS with several streams per
 // rank, where kernels at the head of idle streams never start, and passes without MPS on the same schedule.
 // This isolates that pattern from the library: run it as 8 processes at once under MPS and without.
 //
-// Build: nvcc -O2 -arch=sm_90 -o build/mps_stream_probe perf/mps_stream_probe.cu
-// Run:   for i in $(seq 8); do build/mps_stream_probe --held 4 & done; wait
+// Build: nvcc -O2 -arch=sm_90 -o build/mps_stream_probe perf/mps_stream_probe.cu -lcuda
+// Run:   for i in $(seq 8); do build/mps_stream_probe --held 4 --hold wait & done; wait
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <unistd.h>
 
@@ -50,8 +53,10 @@ double msUntilIdle(cudaStream_t stream, int limitMs) {
 
 int main(int argc, char** argv) {
   int held = 4, limitMs = 3000, settleMs = 500;
+  bool holdWithKernels = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--held")) held = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--hold")) holdWithKernels = std::strcmp(argv[i + 1], "wait") != 0;
     if (!std::strcmp(argv[i], "--limit-ms")) limitMs = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--settle-ms")) settleMs = std::atoi(argv[i + 1]);
   }
@@ -73,7 +78,14 @@ int main(int argc, char** argv) {
   for (cudaStream_t& s : streams)
     if (!check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate")) return 1;
   for (int i = 0; i < held; ++i) {
-    spinUntilReleased<<<1, 32, 0, streams[i]>>>(releaseOnDevice);
+    if (holdWithKernels) {
+      spinUntilReleased<<<1, 32, 0, streams[i]>>>(releaseOnDevice);
+    } else if (cuStreamWaitValue32(reinterpret_cast<CUstream>(streams[i]),
+                                   reinterpret_cast<CUdeviceptr>(releaseOnDevice), 1,
+                                   CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS) {
+      std::fprintf(stderr, "mps_stream_probe: cuStreamWaitValue32 failed\n");
+      return 1;
+    }
     markDone<<<1, 1, 0, streams[i]>>>(words + i);
   }
   // Give the other processes time to hold their streams too.
@@ -83,10 +95,10 @@ int main(int argc, char** argv) {
   *release = 1;
   const bool drained = check(cudaDeviceSynchronize(), "drain");
   if (ms < 0)
-    std::printf("pid %d: %d held streams: the free stream's kernel did not finish within %d ms\n", getpid(),
-                held, limitMs);
+    std::printf("pid %d: %d streams held by %s: the free stream's kernel did not finish within %d ms\n",
+                getpid(), held, holdWithKernels ? "kernels" : "waits", limitMs);
   else
-    std::printf("pid %d: %d held streams: the free stream's kernel finished after %.2f ms\n", getpid(), held,
-                ms);
+    std::printf("pid %d: %d streams held by %s: the free stream's kernel finished after %.2f ms\n", getpid(),
+                held, holdWithKernels ? "kernels" : "waits", ms);
   return drained ? 0 : 1;
 }
