@@ -44,6 +44,13 @@ class CallOrder {
   // After a recordDone call's work: `published` is the ticket its last work published, or 0 when the
   // caller recorded `done` instead.
   void ended(uint64_t published) { doneTicket_ = published; }
+  // For a mark of every call so far: the ticket that `done` must first be made to cover (0: `done`
+  // marks the latest work already); from then on `done` marks it.
+  uint64_t takeDoneTicket() {
+    const uint64_t ticket = doneTicket_;
+    doneTicket_ = 0;
+    return ticket;
+  }
 
   // The stream of the previous call within the current capture (meaningful with joinCapture).
   uintptr_t previousCaptureStream() const { return previousCaptureStream_; }

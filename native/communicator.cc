@@ -600,6 +600,16 @@ void Communicator::abortOutstandingWork() {
   if (routed_) routed_->abort();  // its intra-host communicator and stock's; ours stays for the shrink
 }
 
+Status Communicator::revoke() {
+  abortOutstandingWork();
+  int previous = -1;
+  cudaGetDevice(&previous);
+  cudaSetDevice(device_);
+  const Status marked = order_.markIssuedWork();
+  if (previous >= 0) cudaSetDevice(previous);
+  return marked;
+}
+
 void Communicator::abort() {
   stopKernels();
   childSetups_.raise();  // a split or shrink in another thread leaves its child's rendezvous

@@ -102,6 +102,13 @@ class Communicator final : public CollectiveComm {
   // gives up, stock's included, and the bootstrap that the shrink goes through is kept.
   void abortOutstandingWork();
 
+  // ncclCommRevoke: every call issued so far gives up (its kernels leave without finishing, its outputs
+  // undefined), and revokedWorkEnded() says when all of them have left the GPU. The bootstrap stays, so
+  // that split, shrink and destroy work on; the shim accepts no other call. Local, as in NCCL: peers
+  // whose calls wait for this rank revoke (or abort) theirs too.
+  Status revoke();
+  bool revokedWorkEnded() const { return order_.issuedWorkEnded(); }
+
   // ncclCommSplit: collective over this communicator. Ranks with `color` == kSplitNoColor get null.
   Status split(int color, int key, std::unique_ptr<Communicator>* out);
   // ncclCommShrink: collective over the ranks not in `excluded`, which need not take part.

@@ -86,6 +86,21 @@ Status StreamOrder::end(const cudaStream_t* streams, size_t count) {
   return Status::kSuccess;
 }
 
+Status StreamOrder::markIssuedWork() {
+  if (done_ == nullptr) return Status::kSuccess;
+  const uint64_t ticket = order_.takeDoneTicket();
+  return ticket != 0 ? coverTicket(ticket) : Status::kSuccess;
+}
+
+bool StreamOrder::issuedWorkEnded() const {
+  if (done_ == nullptr) return true;
+  // Not ready is the only answer that means "still running"; an error there is the call's, and
+  // ncclCommGetAsyncError's kernel flags or the next CUDA call report it.
+  const cudaError_t err = cudaEventQuery(done_);
+  if (err != cudaErrorNotReady && err != cudaSuccess) cudaGetLastError();
+  return err != cudaErrorNotReady;
+}
+
 // Makes `done` mark the work that published `ticket` (and all before it), without touching the stream
 // that work ran on, which may be gone.
 Status StreamOrder::coverTicket(uint64_t ticket) {

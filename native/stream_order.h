@@ -40,6 +40,11 @@ class StreamOrder {
   // After the work: the communicator's next call, and streams[1..count), wait for it.
   Status end(const cudaStream_t* streams, size_t count);
 
+  // Makes `done` mark every call issued so far (ncclCommRevoke), without touching the callers' streams.
+  Status markIssuedWork();
+  // Whether the work markIssuedWork() marked has ended (a graph launched since then marks its own).
+  bool issuedWorkEnded() const;
+
  private:
   Status coverTicket(uint64_t ticket);
   Status addRecordNode(cudaStream_t stream);

@@ -15,6 +15,15 @@ ncclResult_t checkKnownComm(ncclComm_t comm, const char* function) {
 }
 
 ncclResult_t checkReadyComm(ncclComm_t comm, const char* function) {
+  NCCL_TRY(checkManageableComm(comm, function));
+  if (comm->revoked.load())
+    return toNccl(fail(Status::kInvalidUsage,
+                       "%s: comm was revoked (ncclCommRevoke): only split, shrink, destroy and abort remain",
+                       function));
+  return ncclSuccess;
+}
+
+ncclResult_t checkManageableComm(ncclComm_t comm, const char* function) {
   NCCL_TRY(checkKnownComm(comm, function));
   switch (comm->state.load()) {
     case CommState::kReady:

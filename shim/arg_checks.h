@@ -10,8 +10,11 @@
 
 // Checks that `comm` is a handle this library made and that it was not destroyed.
 ncclResult_t checkKnownComm(ncclComm_t comm, const char* function);
-// Checks that `comm` is a live handle whose initialisation finished.
+// Checks that `comm` is a live handle whose initialisation finished and that was not revoked.
 ncclResult_t checkReadyComm(ncclComm_t comm, const char* function);
+// As checkReadyComm, but a revoked communicator passes: what split and shrink, which make its successor,
+// and queries need.
+ncclResult_t checkManageableComm(ncclComm_t comm, const char* function);
 // Checks that `stream` belongs to the communicator's device.
 ncclResult_t checkStream(ncclComm* comm, cudaStream_t stream, const char* function);
 // Checks a datatype and that `count` elements of it fit in size_t bytes.

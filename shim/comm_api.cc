@@ -1,6 +1,7 @@
 // Communicator queries, teardown, split and shrink, and error reporting.
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <vector>
 
 #include "shim/arg_checks.h"
@@ -55,6 +56,14 @@ void release(ncclComm* comm, bool abort) {
   if (!comm->retired.exchange(true)) retireHandle(comm);
 }
 
+// A revoked communicator's state: ncclInProgress until every call issued before the revoke has left the
+// GPU, then ncclSuccess (NCCL's: it is then quiescent, and split, shrink and destroy proceed safely).
+ncclResult_t revokeProgress(ncclComm* comm) {
+  std::shared_lock<std::shared_mutex> lock(comm->implMutex);
+  if (!comm->impl) return ncclInvalidUsage;
+  return comm->impl->revokedWorkEnded() ? ncclSuccess : ncclInProgress;
+}
+
 ncclResult_t newChildHandle(ncclComm_t parent, ncclConfig_t* config, ncclComm** out) {
   CommConfig parsed;
   NCCL_TRY(readCommConfig(config, &parsed));
@@ -71,6 +80,8 @@ NCCL_API(ncclResult_t, ncclCommFinalize, (ncclComm_t comm), comm) {
   // Work is only ever enqueued on the caller's streams, so there is nothing left to flush here. As in
   // stock NCCL, the communicator's asynchronous error (a lost peer) is reported.
   NCCL_TRY(checkKnownComm(comm, "ncclCommFinalize"));
+  if (comm->revoked.load())
+    return toNccl(fail(Status::kInvalidUsage, "ncclCommFinalize: comm was revoked: destroy or abort it"));
   std::shared_lock<std::shared_mutex> lock(comm->implMutex);
   return comm->impl ? toNccl(comm->impl->asyncError()) : ncclSuccess;
 }
@@ -87,6 +98,35 @@ NCCL_API(ncclResult_t, ncclCommAbort, (ncclComm_t comm), comm) {
   NCCL_TRY(checkKnownComm(comm, "ncclCommAbort"));
   release(comm, /*abort=*/true);
   return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags), comm, revokeFlags) {
+  if (comm == nullptr) return ncclSuccess;  // as stock NCCL
+  NCCL_TRY(checkManageableComm(comm, "ncclCommRevoke"));
+  if (revokeFlags != NCCL_REVOKE_DEFAULT)
+    return toNccl(fail(Status::kInvalidArgument, "ncclCommRevoke: unknown flags 0x%x", revokeFlags));
+  if (!comm->revoked.exchange(true)) {
+    const Status revoked =
+        withImpl(comm, "ncclCommRevoke: comm was aborted", [](Communicator& impl) { return impl.revoke(); });
+    if (!mscclpp_nccl::ok(revoked)) return toNccl(revoked);
+  }
+  if (!comm->blocking) return revokeProgress(comm);
+  // The calls' kernels give up within microseconds of the revoke; what they wait behind on the callers'
+  // streams is the callers' own work.
+  const auto start = std::chrono::steady_clock::now();
+  bool warned = false;
+  ncclResult_t progress;
+  while ((progress = revokeProgress(comm)) == ncclInProgress) {
+    if (!warned && std::chrono::steady_clock::now() - start > std::chrono::seconds(10)) {
+      mscclpp_nccl::logWarn(
+          "ncclCommRevoke: rank %d: revoked calls still queued after 10 s, behind work on "
+          "their streams; still waiting",
+          comm->rank);
+      warned = true;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return progress;
 }
 
 NCCL_API(ncclResult_t, ncclCommCount, (const ncclComm_t comm, int* count), comm, count) {
@@ -119,6 +159,10 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t* as
       *asyncError = ncclInProgress;
       break;
     case CommState::kReady: {
+      if (comm->revoked.load()) {  // the revoked calls' failures are the revoke's, not errors
+        *asyncError = revokeProgress(comm);
+        break;
+      }
       std::shared_lock<std::shared_mutex> lock(comm->implMutex);
       *asyncError = comm->impl ? toNccl(comm->impl->asyncError()) : ncclInvalidUsage;
       break;
@@ -135,7 +179,7 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t* as
 NCCL_API(ncclResult_t, ncclCommSplit,
          (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config), comm, color, key,
          newcomm, config) {
-  NCCL_TRY(checkReadyComm(comm, "ncclCommSplit"));
+  NCCL_TRY(checkManageableComm(comm, "ncclCommSplit"));
   if (newcomm == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommSplit: newcomm is NULL"));
   *newcomm = nullptr;
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
@@ -165,7 +209,7 @@ NCCL_API(ncclResult_t, ncclCommShrink,
          (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
           ncclConfig_t* config, int shrinkFlags),
          comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags) {
-  NCCL_TRY(checkReadyComm(comm, "ncclCommShrink"));
+  NCCL_TRY(checkManageableComm(comm, "ncclCommShrink"));
   if (newcomm == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommShrink: newcomm is NULL"));
   *newcomm = nullptr;
   if (excludeRanksCount < 0 || (excludeRanksCount > 0 && excludeRanksList == nullptr))

@@ -55,7 +55,7 @@ CommProperties describeComm(int rank, int nranks, int cudaDev, int nvmlDev, uint
 }
 
 NCCL_API(ncclResult_t, ncclCommQueryProperties, (ncclComm_t comm, CommProperties* props), comm, props) {
-  NCCL_TRY(checkReadyComm(comm, "ncclCommQueryProperties"));
+  NCCL_TRY(checkManageableComm(comm, "ncclCommQueryProperties"));
   constexpr size_t kFirstAnswer = offsetof(CommProperties, rank);
   if (props == nullptr)
     return toNccl(fail(Status::kInvalidArgument, "ncclCommQueryProperties: props is NULL"));

@@ -1,8 +1,10 @@
 // Drives native/call_order.cc on the CPU: each stdin line is one call of a communicator, "eager STREAM",
 // "eager STREAM kernel" (its work ends with a kernel that publishes the ticket it was given) or
 // "capture STREAM CAPTURE_ID"; each output line is that call's plan and how its end was marked, as the
-// names of the steps in a fixed order ("-" for none). Flags: `--no-graph-mixing` is
-// NCCL_GRAPH_MIXING_SUPPORT=0, `--no-tickets` a device whose streams cannot wait on device memory.
+// names of the steps in a fixed order ("-" for none). A line "mark" marks every call so far
+// (ncclCommRevoke) and prints the ticket `done` must first cover ("cover_ticket N"), or "-". Flags:
+// `--no-graph-mixing` is NCCL_GRAPH_MIXING_SUPPORT=0, `--no-tickets` a device whose streams cannot wait on
+// device memory.
 #include <cstdint>
 #include <iostream>
 #include <sstream>
@@ -24,6 +26,11 @@ int main(int argc, char** argv) {
     uintptr_t stream = 0;
     uint64_t capture = 0;
     words >> mode >> stream;
+    if (mode == "mark") {
+      const uint64_t ticket = order.takeDoneTicket();
+      std::cout << (ticket != 0 ? "cover_ticket " + std::to_string(ticket) : "-") << '\n';
+      continue;
+    }
     if (mode == "capture")
       words >> capture;
     else

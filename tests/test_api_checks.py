@@ -217,12 +217,17 @@ def test_ops_memory_and_registration_reject_null(lib: Any) -> None:
         expect(lib, call, INVALID_ARGUMENT, name)
 
 
+def test_revoke_takes_null_as_stock_does_and_refuses_unknown_handles(lib: Any) -> None:
+    assert lib.ncclCommRevoke(NULL, 0) == 0  # stock NCCL 2.32.3 returns ncclSuccess too
+    fake = ffi.new("char[4096]")  # readable memory that is no communicator
+    expect(lib, lambda: lib.ncclCommRevoke(ffi.cast("void*", fake), 0), INVALID_ARGUMENT, "ncclCommRevoke")
+
+
 def test_unimplemented_entry_points_say_so(lib: Any) -> None:
     uid = ffi.new("ncclUniqueId*")
     out = ffi.new("void**")
     for name, call in {
         "ncclCommGrow": lambda: lib.ncclCommGrow(NULL, 2, uid, 0, out, NULL),
-        "ncclCommRevoke": lambda: lib.ncclCommRevoke(NULL, 0),
         "ncclCommGetUniqueId": lambda: lib.ncclCommGetUniqueId(NULL, uid),
         "ncclSetEncryption": lambda: lib.ncclSetEncryption(NULL),
         "ncclSignal": lambda: lib.ncclSignal(0, 0, 0, 0, NULL, NULL),

@@ -122,3 +122,16 @@ def test_without_graph_mixing_tickets_continue_past_captures(driver: Path) -> No
 def test_without_device_waits_every_eager_call_records_done(driver: Path) -> None:
     calls = ["eager 7 kernel", "eager 9 kernel", "eager 9 kernel"]
     assert plans(driver, calls, "--no-tickets") == ["record_done", "wait_done record_done", "record_done"]
+
+
+def test_marking_every_call_covers_the_latest_ticket_once(driver: Path) -> None:
+    """ncclCommRevoke's mark: `done` covers the latest ticket, after which `done` marks the latest work."""
+    calls = ["eager 7 kernel", "mark", "mark", "eager 9 kernel", "eager 9", "mark"]
+    assert plans(driver, calls) == [
+        "ticket 1",
+        "cover_ticket 1",
+        "-",  # `done` marks it already
+        "wait_done ticket 2",  # a later call on another stream waits for `done`, not for ticket 1
+        "record_done",
+        "-",
+    ]

@@ -1,6 +1,7 @@
 """The failure contract PyTorch's watchdog relies on, on the GPU (scenarios in tests/gpu/failure_worker.py):
-a rank killed with SIGKILL at init or in the middle of queued all-reduces, and ncclCommAbort while another
-thread is blocked in split, shrink or window registration. Every launch is bounded (about 2 minutes)."""
+a rank killed with SIGKILL at init or in the middle of queued all-reduces, ncclCommAbort while another
+thread is blocked in split, shrink or window registration, and ncclCommRevoke of calls that wait for a
+rank which stopped calling, then a shrink without it. Every launch is bounded (about 2 minutes)."""
 
 from __future__ import annotations
 
@@ -62,6 +63,13 @@ def test_abort_while_a_call_is_blocked(nranks: int, call: str, tmp_path: Path) -
     env = {"MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT": "60", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT"}
     output = _launch(nranks, tmp_path, f"blocked:{call}", **env)
     _assert_passed(output, f"blocked:{call}", nranks)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nranks", [2, 4, 8])
+def test_revoke_ends_waiting_calls_and_shrink_goes_on(nranks: int, tmp_path: Path) -> None:
+    output = _launch(nranks, tmp_path, "revoke:shrink")
+    _assert_passed(output, "revoke:shrink", nranks)
 
 
 @pytest.mark.gpu

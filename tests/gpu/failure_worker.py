@@ -18,6 +18,10 @@ measurements. DIR is a directory shared by the ranks (kill time, progress marks)
 - blocked:split / blocked:shrink / blocked:window
                 the last rank stays out of a collective call that the others make on a second thread;
                 their ncclCommAbort from the main thread returns within 1 s and ends that call.
+- revoke:shrink  the last rank stops calling while the others have all-reduces queued that wait for it;
+                their ncclCommRevoke returns within 1 s with every queued call gone from the GPU, the
+                communicator then reports ncclSuccess and refuses new calls (ncclInvalidUsage), and a
+                shrink that leaves out the last rank gives a communicator whose all-reduce is exact.
 
 Prints `RESULT ...` lines and `PASS <scenario>`; any failure raises (non-zero exit).
 """
@@ -234,6 +238,69 @@ def blocked_rank(variant: str, shared: Path, rank: int, size: int, uid: str) -> 
     print(f"PASS blocked:{variant}", flush=True)
 
 
+# --- revoke ---------------------------------------------------------------------------------------
+
+INVALID_USAGE = 5
+REVOKE_QUEUED = 50
+
+
+def revoke_rank(variant: str, shared: Path, rank: int, size: int, uid: str) -> None:
+    comm = Communicator(size, rank, uid, device=local_device())
+    nccl, lib = comm._nccl, comm._nccl.lib
+    comm.barrier()
+    late = size - 1
+    if rank == late:  # stops calling; its peers shrink it away, then it leaves
+        wait_for([shared / f"shrunk.{r}" for r in range(late)])
+        comm.abort()
+        print(f"PASS revoke:{variant}", flush=True)
+        return
+    stream = cp.cuda.Stream(non_blocking=True)
+    data = cp.ones(COUNT, dtype=cp.float32)
+    for _ in range(REVOKE_QUEUED):  # the first waits for the late rank, the rest behind it
+        comm.all_reduce(data, stream=stream)
+    time.sleep(0.5)
+    assert not stream.done, "the queued all-reduces ended without the late rank"
+    start = time.monotonic()
+    nccl.check(lib.ncclCommRevoke(comm.handle, 0), comm.handle)
+    took = time.monotonic() - start
+    stream.synchronize()
+    drained = time.monotonic() - start
+    error = comm.async_error()
+    refused = int(
+        lib.ncclAllReduce(
+            ffi.cast("void*", data.data.ptr),
+            ffi.cast("void*", data.data.ptr),
+            1,
+            7,
+            0,
+            comm.handle,
+            ffi.cast("void*", stream.ptr),
+        )
+    )
+    finalized = int(lib.ncclCommFinalize(comm.handle))
+    excluded = ffi.new("int[1]", [late])
+    new = ffi.new("ncclComm_t*")
+    nccl.check(lib.ncclCommShrink(comm.handle, excluded, 1, new, ffi.NULL, 0), comm.handle)
+    shrunk = Communicator._wrap(nccl, new[0], local_device())
+    shrunk_size = shrunk.size
+    values = cp.full(COUNT, rank + 1, dtype=cp.float32)
+    shrunk.all_reduce(values, stream=stream)
+    stream.synchronize()
+    expected = float(sum(r + 1 for r in range(late)))
+    exact = bool(cp.all(values == expected))
+    mark(shared / f"shrunk.{rank}")
+    shrunk.destroy()
+    nccl.check(lib.ncclCommDestroy(comm.handle))
+    print(f"RESULT revoke={variant} revoke_ms={took * 1e3:.1f} drained_ms={drained * 1e3:.1f}", flush=True)
+    assert took < ABORT_LIMIT_S and drained < ABORT_LIMIT_S, f"revoke {took:.3f} s, drained {drained:.3f} s"
+    assert error == 0, f"ncclCommGetAsyncError gave {error} after the revoke, expected ncclSuccess"
+    assert refused == INVALID_USAGE, f"a call on the revoked communicator returned {refused}"
+    assert finalized == INVALID_USAGE, f"ncclCommFinalize on the revoked communicator returned {finalized}"
+    assert shrunk_size == late, f"the shrunk communicator has {shrunk_size} ranks, expected {late}"
+    assert exact, f"the shrunk communicator's all-reduce is not {expected}"
+    print(f"PASS revoke:{variant}", flush=True)
+
+
 SCENARIOS = {"init": (init_victim, init_survivor), "collective": (collective_rank, collective_rank)}
 
 
@@ -242,8 +309,8 @@ def main() -> int:
     name, _, variant = scenario.partition(":")
     rank, size, uid = world_from_env()
     victim = rank == size - 1
-    if name == "blocked":
-        blocked_rank(variant, shared, rank, size, uid)
+    if name in ("blocked", "revoke"):
+        (blocked_rank if name == "blocked" else revoke_rank)(variant, shared, rank, size, uid)
         return 0
     if victim and CHILD_FLAG not in os.environ:
         return run_victim_child(sys.argv)
