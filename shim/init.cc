@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "native/bootstrap/bootstrap.h"
+#include "shim/arg_checks.h"
 #include "shim/comm_handle.h"
 #include "shim/group.h"
 
@@ -31,8 +32,9 @@ ncclResult_t currentDevice(int* device, const char* function) {
   return ncclSuccess;
 }
 
+// `parent`: a communicator that the new one grows from, whose settings it takes where `config` is NULL.
 ncclResult_t initRank(ncclComm_t* out, int nranks, const UniqueId& id, int rank, const ncclConfig_t* config,
-                      const char* function) {
+                      const char* function, const ncclComm* parent = nullptr) {
   if (out == nullptr) return toNccl(fail(Status::kInvalidArgument, "%s: comm is NULL", function));
   *out = nullptr;
   if (nranks < 1)
@@ -41,6 +43,7 @@ ncclResult_t initRank(ncclComm_t* out, int nranks, const UniqueId& id, int rank,
     return toNccl(fail(Status::kInvalidArgument, "%s: rank %d is not in [0, %d)", function, rank, nranks));
   CommConfig parsed;
   NCCL_TRY(readCommConfig(config, &parsed));
+  if (parent != nullptr && config == nullptr) parsed.blocking = parent->blocking;  // as split's children
   int device = 0;
   NCCL_TRY(currentDevice(&device, function));
 
@@ -70,6 +73,43 @@ NCCL_API(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * uniqueId), uniqueId) {
   if (status != Status::kSuccess) return toNccl(status);
   memcpy(uniqueId->internal, id.bytes, sizeof(id.bytes));
   return ncclSuccess;
+}
+
+// The id of a communicator that `comm` grows into (ncclCommGrow): one rank of `comm` makes it and hands it
+// to every rank, old and new. Its rendezvous is served from this process, as ncclGetUniqueId's.
+NCCL_API(ncclResult_t, ncclCommGetUniqueId, (ncclComm_t comm, ncclUniqueId* uniqueId), comm, uniqueId) {
+  NCCL_TRY(checkManageableComm(comm, "ncclCommGetUniqueId"));
+  if (uniqueId == nullptr)
+    return toNccl(fail(Status::kInvalidArgument, "ncclCommGetUniqueId: uniqueId is NULL"));
+  UniqueId id;
+  NCCL_TRY(toNccl(mscclpp_nccl::bootstrapCreateUniqueId(&id, /*ignoreCommIdEnv=*/true)));
+  memcpy(uniqueId->internal, id.bytes, sizeof(id.bytes));
+  return ncclSuccess;
+}
+
+// A larger communicator from `comm`'s ranks and new ones, all meeting at `uniqueId`
+// (ncclCommGetUniqueId): a rank of `comm` passes rank -1 and keeps its rank, a new rank passes a NULL
+// comm and its rank in the new communicator. `comm` stays as it was.
+NCCL_API(ncclResult_t, ncclCommGrow,
+         (ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+          ncclConfig_t* config),
+         comm, nRanks, uniqueId, rank, newcomm, config) {
+  if (newcomm == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommGrow: newcomm is NULL"));
+  *newcomm = nullptr;
+  if (uniqueId == nullptr)
+    return toNccl(fail(Status::kInvalidArgument,
+                       "ncclCommGrow: uniqueId is NULL: every rank passes the id of ncclCommGetUniqueId"));
+  if (comm == nullptr) return initRank(newcomm, nRanks, toNative(*uniqueId), rank, config, "ncclCommGrow");
+  NCCL_TRY(checkManageableComm(comm, "ncclCommGrow"));
+  if (rank != -1)
+    return toNccl(fail(Status::kInvalidArgument,
+                       "ncclCommGrow: rank %d given with an existing comm: its ranks pass -1 and keep theirs",
+                       rank));
+  if (nRanks <= comm->nranks)
+    return toNccl(fail(Status::kInvalidArgument, "ncclCommGrow: %d ranks do not grow a comm of %d", nRanks,
+                       comm->nranks));
+  DeviceGuard guard(comm->device);
+  return initRank(newcomm, nRanks, toNative(*uniqueId), comm->rank, config, "ncclCommGrow", comm);
 }
 
 NCCL_API(ncclResult_t, ncclCommInitRank, (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank), comm,

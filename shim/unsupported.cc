@@ -44,19 +44,6 @@ int noRank(const char* function) {
 
 }  // namespace
 
-// ---- nccl.h: communicator growth ---------------------------------------------------------------
-
-NCCL_API(ncclResult_t, ncclCommGrow,
-         (ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
-          ncclConfig_t* config),
-         comm, nRanks, uniqueId, rank, newcomm, config) {
-  return notImplemented("ncclCommGrow");
-}
-
-NCCL_API(ncclResult_t, ncclCommGetUniqueId, (ncclComm_t comm, ncclUniqueId* uniqueId), comm, uniqueId) {
-  return notImplemented("ncclCommGetUniqueId");
-}
-
 // ---- nccl.h: one-sided signals ------------------------------------------------------------------
 
 NCCL_API(ncclResult_t, ncclPutSignal,

@@ -223,12 +223,22 @@ def test_revoke_takes_null_as_stock_does_and_refuses_unknown_handles(lib: Any) -
     expect(lib, lambda: lib.ncclCommRevoke(ffi.cast("void*", fake), 0), INVALID_ARGUMENT, "ncclCommRevoke")
 
 
-def test_unimplemented_entry_points_say_so(lib: Any) -> None:
+def test_grow_checks_its_arguments_before_any_rendezvous(lib: Any) -> None:
     uid = ffi.new("ncclUniqueId*")
     out = ffi.new("void**")
+    fake = ffi.new("char[4096]")  # readable memory that is no communicator
+    expect(lib, lambda: lib.ncclCommGetUniqueId(NULL, uid), INVALID_ARGUMENT, "ncclCommGetUniqueId")
+    expect(lib, lambda: lib.ncclCommGrow(NULL, 2, uid, 0, NULL, NULL), INVALID_ARGUMENT, "newcomm is NULL")
+    expect(lib, lambda: lib.ncclCommGrow(NULL, 2, NULL, 1, out, NULL), INVALID_ARGUMENT, "uniqueId is NULL")
+    expect(lib, lambda: lib.ncclCommGrow(NULL, 4, uid, 4, out, NULL), INVALID_ARGUMENT, "rank 4 is not in")
+    expect(lib, lambda: lib.ncclCommGrow(NULL, 0, uid, 0, out, NULL), INVALID_ARGUMENT, "not positive")
+    grow = lambda: lib.ncclCommGrow(ffi.cast("void*", fake), 4, uid, -1, out, NULL)  # noqa: E731
+    expect(lib, grow, INVALID_ARGUMENT, "ncclCommGrow")
+    assert out[0] == NULL
+
+
+def test_unimplemented_entry_points_say_so(lib: Any) -> None:
     for name, call in {
-        "ncclCommGrow": lambda: lib.ncclCommGrow(NULL, 2, uid, 0, out, NULL),
-        "ncclCommGetUniqueId": lambda: lib.ncclCommGetUniqueId(NULL, uid),
         "ncclSetEncryption": lambda: lib.ncclSetEncryption(NULL),
         "ncclSignal": lambda: lib.ncclSignal(0, 0, 0, 0, NULL, NULL),
     }.items():
