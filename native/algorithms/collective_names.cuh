@@ -8,8 +8,8 @@
 
 #include <type_traits>
 
+#include "native/algorithms/collective.h"
 #include "native/algorithms/reduce_dispatch.cuh"
-#include "native/algorithms/registry.h"
 
 namespace mscclpp_nccl {
 

@@ -10,8 +10,8 @@
 #include <cstddef>
 
 #include "native/algorithms/allreduce.h"
+#include "native/algorithms/collective.h"
 #include "native/algorithms/packet_layout.h"
-#include "native/algorithms/registry.h"
 #include "native/common/data_type.h"
 #include "native/common/status.h"
 

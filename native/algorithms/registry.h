@@ -9,25 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "native/algorithms/collective.h"
 #include "native/common/status.h"
 
 namespace mscclpp_nccl {
 
-enum class Collective : int {
-  kAllReduce = 0,
-  kAllGather,
-  kReduceScatter,
-  kAlltoAll,
-  kBroadcast,
-  kReduce,
-  kGather,
-  kScatter,
-  kSendRecv,
-};
-constexpr int kNumCollectives = 9;
-
-// nccl-tests' names: all_reduce, all_gather, ..., sendrecv.
-const char* collectiveName(Collective collective);
+// The collective named `name` (collectiveName's inverse).
 bool collectiveFromName(const std::string& name, Collective* out);
 
 enum class AlgorithmId : int {

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "native/algorithms/collective.h"
 #include "native/algorithms/mapped_bounds.h"
-#include "native/algorithms/registry.h"
 #include "native/algorithms/zero_copy.h"
 #include "native/device/peer_barrier.cuh"
 
