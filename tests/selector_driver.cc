@@ -211,7 +211,7 @@ int main(int argc, char** argv) {
       }
       const mscclpp_nccl::CallPlan plan =
           selector.plan({collective, elementBytes, bytes, inWindows != 0, preMultiply != 0});
-      printf("plan %d %d ", plan.mapped ? 1 : 0, plan.scratch.blocks);
+      printf("plan %d %d %zu ", plan.mapped ? 1 : 0, plan.scratch.blocks, plan.bytes);
       printChoice({plan.algorithm, plan.shape, plan.source});
       continue;
     }

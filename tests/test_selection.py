@@ -79,8 +79,8 @@ def cpp_plans(
     assert proc.returncode == 0, proc.stderr
     rows = [line.split() for line in proc.stdout.splitlines()]
     assert len(rows) == len(queries), proc.stdout
-    # plan MAPPED SCRATCH_BLOCKS algorithm blocks threads chunkBytes source early
-    return [(r[3], r[7], r[1] == "1") for r in rows]
+    # plan MAPPED SCRATCH_BLOCKS BYTES algorithm blocks threads chunkBytes source early
+    return [(r[4], r[8], r[1] == "1") for r in rows]
 
 
 @pytest.mark.parametrize("table", ["shipped", "wildcards", "none"])

@@ -598,7 +598,8 @@ def test_plan_is_the_parts_it_is_made_of(driver: Path, table: str) -> None:
                 continue  # only the all-reduce looks for windows
             [line] = driver_lines(driver, comm, f"plan {collective} 2 {size} {in_windows} {premul}\n", table)
             words = line.split()
-            mapped, scratch_blocks, row = words[1] == "1", int(words[2]), words[3:]
+            mapped, scratch_blocks, row = words[1] == "1", int(words[2]), words[4:]
+            assert int(words[3]) == size, "the plan carries the bytes it was made for"
             expect_mapped = (
                 not in_windows and maps(driver, comm, [f"{collective} 2 {size} {premul}"], table)[0]
             )
@@ -616,7 +617,7 @@ def test_plan_is_the_parts_it_is_made_of(driver: Path, table: str) -> None:
                 [chosen] = choose(driver, comm, [f"{collective} 2 {size} {registered}"], table)
                 assert row[0] == chosen.algorithm and int(row[1]) == chosen.blocks and row[4] == chosen.source
     [line] = driver_lines(driver, comm, "plan all_reduce 2 33554432 1 0\n", table)
-    assert line.split()[3] == ZERO_COPY, "a large all-reduce in windows runs the window zero-copy kernel"
+    assert line.split()[4] == ZERO_COPY, "a large all-reduce in windows runs the window zero-copy kernel"
 
 
 def test_every_algorithm_launches_what_it_serves(driver: Path) -> None:

@@ -238,13 +238,13 @@ CallPlan AlgorithmSelector::plan(const CallShape& call) const {
     const Choice scratch = mappedFallback(call.collective, call.elementBytes, call.bytes);
     // The zero-copy grid follows the bytes the call moves in all: an exchange moves a range per rank.
     const size_t moved = call.collective == Collective::kAllReduce ? call.bytes : call.bytes * nranks_;
-    return CallPlan{scratch.algorithm, mappedShape(moved, scratch.shape), scratch.shape, true,
-                    scratch.source};
+    return CallPlan{scratch.algorithm, mappedShape(moved, scratch.shape), scratch.shape, true, scratch.source,
+                    call.bytes};
   }
   // Zero-copy in windows reads peers' inputs raw: PreMulSum's per-rank scalars would have to travel too.
   const Choice chosen =
       choose(call.collective, call.elementBytes, call.bytes, call.inWindows && !call.preMultiply);
-  return CallPlan{chosen.algorithm, chosen.shape, LaunchShape{}, false, chosen.source};
+  return CallPlan{chosen.algorithm, chosen.shape, LaunchShape{}, false, chosen.source, call.bytes};
 }
 
 LaunchShape AlgorithmSelector::directShape(size_t bytes) const {

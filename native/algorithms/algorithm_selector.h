@@ -44,6 +44,7 @@ struct CallPlan {
   LaunchShape scratch;         // a mapped call: the grid of that chunked schedule, within `shape`
   bool mapped;                 // zero-copy on buffers outside windows (transport/mapped_allocations.h)
   const char* source;          // "forced", "table" or "rules"
+  size_t bytes;                // the call's message on this rank (CallShape::bytes), which it was made for
 };
 
 class AlgorithmSelector {

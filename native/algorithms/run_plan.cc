@@ -6,17 +6,16 @@ namespace mscclpp_nccl {
 namespace {
 
 // "ready": this rank's buffers are mapped by every peer (zero-copy runs if every rank's are).
-void logPlan(Collective collective, size_t bytes, DataType type, const CallPlan& plan,
-             const MappedCall* mapped) {
+void logPlan(Collective collective, DataType type, const CallPlan& plan, const MappedCall* mapped) {
   if (plan.mapped)
     MSCCLPP_INFO(kTuning, "%s %zu bytes %s: zero-copy (mapped, %s), %d blocks x %d threads; else %s (%s)",
-                 collectiveName(collective), bytes, dataTypeName(type),
+                 collectiveName(collective), plan.bytes, dataTypeName(type),
                  mapped->send.ready && mapped->recv.ready ? "ready" : "not ready", plan.shape.blocks,
                  plan.shape.threads, plan.algorithm->name, plan.source);
   else
     MSCCLPP_INFO(kTuning, "%s %zu bytes %s: %s (%s), %d blocks x %d threads, %zu-byte chunks",
-                 collectiveName(collective), bytes, dataTypeName(type), plan.algorithm->name, plan.source,
-                 plan.shape.blocks, plan.shape.threads, plan.shape.chunkBytes);
+                 collectiveName(collective), plan.bytes, dataTypeName(type), plan.algorithm->name,
+                 plan.source, plan.shape.blocks, plan.shape.threads, plan.shape.chunkBytes);
 }
 
 }  // namespace
@@ -25,7 +24,7 @@ Status runAllReduce(const Transports& transports, const CallPlan& plan, const Al
                     const DirectBuffers* windows, const MappedCall* mapped, cudaStream_t stream,
                     uint64_t* published) {
   *published = 0;
-  logPlan(Collective::kAllReduce, args.count * dataTypeSize(args.type), args.type, plan, mapped);
+  logPlan(Collective::kAllReduce, args.type, plan, mapped);
   if (plan.mapped)
     return launchAllReduceMapped(transports.direct, transports.lanes, args, *mapped, plan.shape, plan.scratch,
                                  stream);
@@ -37,7 +36,7 @@ Status runAllReduce(const Transports& transports, const CallPlan& plan, const Al
 Status runExchange(const Transports& transports, const CallPlan& plan, const ExchangeArgs& args,
                    const MappedCall* mapped, cudaStream_t stream, uint64_t* published) {
   *published = 0;
-  logPlan(args.collective, args.rangeBytes, args.type, plan, mapped);
+  logPlan(args.collective, args.type, plan, mapped);
   if (plan.mapped)
     return launchExchangeMapped(transports.direct, transports.lanes, args, *mapped, plan.shape, plan.scratch,
                                 stream);
