@@ -602,12 +602,7 @@ void Communicator::abortOutstandingWork() {
 
 Status Communicator::revoke() {
   abortOutstandingWork();
-  int previous = -1;
-  cudaGetDevice(&previous);
-  cudaSetDevice(device_);
-  const Status marked = order_.markIssuedWork();
-  if (previous >= 0) cudaSetDevice(previous);
-  return marked;
+  return order_.markIssuedWork();
 }
 
 void Communicator::abort() {

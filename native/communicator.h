@@ -105,7 +105,7 @@ class Communicator final : public CollectiveComm {
   // ncclCommRevoke: every call issued so far gives up (its kernels leave without finishing, its outputs
   // undefined), and revokedWorkEnded() says when all of them have left the GPU. The bootstrap stays, so
   // that split, shrink and destroy work on; the shim accepts no other call. Local, as in NCCL: peers
-  // whose calls wait for this rank revoke (or abort) theirs too.
+  // whose calls wait for this rank revoke (or abort) theirs too. On the communicator's device, as calls.
   Status revoke();
   bool revokedWorkEnded() const { return order_.issuedWorkEnded(); }
 

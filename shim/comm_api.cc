@@ -106,6 +106,7 @@ NCCL_API(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags), comm,
   if (revokeFlags != NCCL_REVOKE_DEFAULT)
     return toNccl(fail(Status::kInvalidArgument, "ncclCommRevoke: unknown flags 0x%x", revokeFlags));
   if (!comm->revoked.exchange(true)) {
+    DeviceGuard guard(comm->device);  // the mark goes on the communicator's own stream
     const Status revoked =
         withImpl(comm, "ncclCommRevoke: comm was aborted", [](Communicator& impl) { return impl.revoke(); });
     if (!mscclpp_nccl::ok(revoked)) return toNccl(revoked);

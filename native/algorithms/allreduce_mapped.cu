@@ -16,8 +16,9 @@ __device__ __noinline__ void allReduceScratchFallback(const LaneComm& lanes, con
   allReduceTwoShotChunked<T, Op>(lanes, args, segmentBytes, schedule);
 }
 
-// Any buffers: where every rank's are mapped by every peer (zero_copy_kernel.cuh), as above; else the
-// two-shot chunked schedule over `lanes` (allreduce_two_shot_chunked.cuh), in this kernel.
+// Any buffers: where every rank's are mapped by every peer (zero_copy_kernel.cuh), the direct all-reduce
+// (allreduce_direct.cuh); else the two-shot chunked schedule over `lanes`
+// (allreduce_two_shot_chunked.cuh), in this kernel.
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kZeroCopyThreads)
     allReduceMappedKernel(ZeroCopyComm comm, AllReduceArgs args, MappedCall mine, LaneComm lanes,
