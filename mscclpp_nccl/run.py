@@ -213,6 +213,22 @@ def sharing_refusal(nranks: int, ngpus: int) -> str | None:
 # --- MPS ---------------------------------------------------------------------------------------------
 
 
+# An MPS client gets 2 hardware work queues unless CUDA_DEVICE_MAX_CONNECTIONS asks for more; a context
+# without MPS gets 8. A process's streams take the queues in turn, and streams on one queue run as one,
+# so with ranks' calls on more streams than queues a call waiting for its peers holds back another
+# stream's call that those peers need first (perf/mps_stream_probe.cu: with 8 clients the kernel of a
+# third stream never started behind two blocked ones). The clients of one GPU share one pool of queues:
+# 8 clients of 12 each all started, 8 of 16 did not (one H100).
+DEFAULT_QUEUES = 8
+MPS_QUEUE_POOL = 96
+
+
+def mps_queues(ranks_per_gpu: int) -> int:
+    """CUDA_DEVICE_MAX_CONNECTIONS for each of `ranks_per_gpu` MPS clients of one GPU: what a process has
+    without MPS, as far as the GPU's pool allows."""
+    return max(2, min(DEFAULT_QUEUES, MPS_QUEUE_POOL // max(1, ranks_per_gpu)))
+
+
 def _mps_control(env: dict[str, str], command: str, timeout: float = 10.0) -> bool:
     ctl = shutil.which("nvidia-cuda-mps-control")
     if not ctl:
@@ -389,7 +405,10 @@ def launch(
     with contextlib.ExitStack() as stack:
         mps_env: dict[str, str] | None = None
         if mps and shared:
-            mps_env = stack.enter_context(mps_daemon(base))
+            mps_env = dict(stack.enter_context(mps_daemon(base)))
+            if "CUDA_DEVICE_MAX_CONNECTIONS" not in base:
+                per_gpu = max(devices.count(d) for d in set(devices))
+                mps_env["CUDA_DEVICE_MAX_CONNECTIONS"] = str(mps_queues(per_gpu))
         elif mps:
             log.info("--mps: no GPU is shared by several ranks; not using MPS")
         envs = [

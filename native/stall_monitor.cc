@@ -20,6 +20,10 @@ namespace {
 
 constexpr double kDefaultStallSeconds = 60.0;
 constexpr auto kLookEvery = std::chrono::milliseconds(500);
+// CUDA gives a context 8 hardware work queues; an MPS client gets 2 unless CUDA_DEVICE_MAX_CONNECTIONS
+// asks for more (measured with perf/mps_stream_probe.cu, 8 clients on one H100).
+constexpr int kQueuesWithoutMps = 8;
+constexpr int kQueuesUnderMps = 2;
 
 // The process's watches, looked at by one thread that starts with the first watch and never ends (it
 // holds nothing but this list; leaked, so that the process's exit does not wait for it).
@@ -32,6 +36,33 @@ struct Monitor {
 Monitor& monitor() {
   static Monitor* instance = new Monitor();
   return *instance;
+}
+
+// Under MPS, the hardware work queues this process's streams share; 0 where the device is not shared
+// through MPS. Streams beyond the queues share them: a call waiting for its peers at the head of one
+// queue holds back the calls of every stream behind it, which those peers may need first.
+int queuesUnderMps() {
+  int device = 0, mps = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return mps ? static_cast<int>(envInt("CUDA_DEVICE_MAX_CONNECTIONS", kQueuesUnderMps)) : 0;
+}
+
+// Printed once per process with its first stall report, where few queues may be the cause.
+void hintAtFewQueues(int queues) {
+  static std::once_flag once;
+  if (queues <= 0 || queues >= kQueuesWithoutMps) return;
+  std::call_once(once, [queues] {
+    logWarnAlways(
+        "this process shares the GPU through MPS with %d hardware work queue%s (CUDA_DEVICE_MAX_CONNECTIONS; "
+        "%d when unset). Its streams beyond them share queues, so a call waiting on one stream can hold back "
+        "a call on another that a peer needs first. Give each process as many as the streams that carry "
+        "its calls (python -m mscclpp_nccl.run --mps sets %d)",
+        queues, queues == 1 ? "" : "s", kQueuesUnderMps, kQueuesWithoutMps);
+  });
 }
 
 void lookForever() {
@@ -54,6 +85,7 @@ Status StallWatch::create(int rank, int nranks, uint64_t commHash, std::unique_p
   watch->nranks_ = nranks;
   watch->commHash_ = commHash;
   watch->stallNs_ = stallNs;
+  watch->mpsQueues_ = queuesUnderMps();
   const size_t bytes = offsetof(StallReport, waitingFor) + static_cast<size_t>(nranks);
   MSCCLPP_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&watch->hostReport_), bytes,
                                  cudaHostAllocMapped | cudaHostAllocPortable));
@@ -129,6 +161,7 @@ void StallWatch::poll() {
         static_cast<unsigned long long>(commHash_), rank_, static_cast<unsigned long long>(call), seconds,
         peers.find(',') == std::string::npos ? "" : "s", peers.c_str());
   reportedCall_ = call;
+  hintAtFewQueues(mpsQueues_);
 }
 
 }  // namespace mscclpp_nccl

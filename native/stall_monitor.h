@@ -48,6 +48,7 @@ class StallWatch {
   int nranks_ = 0;
   uint64_t commHash_ = 0;
   uint64_t stallNs_ = 0;
+  int mpsQueues_ = 0;  // under MPS: the hardware work queues this process has (0: not under MPS)
   StallReport* hostReport_ = nullptr;
   StallReport* deviceReport_ = nullptr;
   std::mutex callsMutex_;

@@ -6,9 +6,10 @@
 // small kernel on a stream of its own and reports how long that kernel took to finish, or that it did
 // not within the limit.
 //
-// The many-communicators stress (tests/gpu/many_comms_worker.py) stalls under MPS with several streams per
-// rank, where kernels at the head of idle streams never start, and passes without MPS on the same schedule.
-// This isolates that pattern from the library: run it as 8 processes at once under MPS and without.
+// What it shows (perf/mps-stream-probe-2026-12-05.csv): a process's streams take its hardware work queues
+// in turn, and a stream that shares a queue with a waiting one does not start. An MPS client has 2 queues
+// unless CUDA_DEVICE_MAX_CONNECTIONS asks for more; with c asked, the free kernel runs behind c - 1 held
+// streams and starves behind c. This is why the launcher gives MPS ranks 8 (mscclpp_nccl/run.py).
 //
 // Build: nvcc -O2 -arch=sm_90 -o build/mps_stream_probe perf/mps_stream_probe.cu -lcuda
 // Run:   for i in $(seq 8); do build/mps_stream_probe --held 4 --hold wait & done; wait

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mscclpp_nccl.gpus import local_device
-from mscclpp_nccl.run import assign_gpus, fake_host_names, rank_env, visible_gpus
+from mscclpp_nccl.run import MPS_QUEUE_POOL, assign_gpus, fake_host_names, mps_queues, rank_env, visible_gpus
 
 KEYS = [
     "MSCCLPP_NCCL_RANK",
@@ -319,3 +319,50 @@ def test_bad_fake_hosts_exit_2_before_any_rank_runs(spec: str, message: str) -> 
     assert r.returncode == 2
     assert message in r.stderr
     assert "ran" not in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("ranks_per_gpu", "queues"), [(1, 8), (2, 8), (8, 8), (12, 8), (16, 6), (48, 2), (200, 2)]
+)
+def test_mps_queues_as_without_mps_within_the_pool(ranks_per_gpu: int, queues: int) -> None:
+    assert mps_queues(ranks_per_gpu) == queues
+    assert mps_queues(ranks_per_gpu) * ranks_per_gpu <= MPS_QUEUE_POOL or queues == 2
+
+
+def fake_mps_control(tmp_path: Path) -> dict[str, str]:
+    """A PATH whose nvidia-cuda-mps-control answers every command, as a running daemon does."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    ctl = bin_dir / "nvidia-cuda-mps-control"
+    ctl.write_text("#!/bin/sh\ncat > /dev/null\nexit 0\n")
+    ctl.chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "CUDA_MPS_PIPE_DIRECTORY": str(tmp_path)}
+
+
+@pytest.mark.parametrize(("nranks", "gpus", "expected"), [(4, "0,1", "8"), (16, "0", "6")])
+def test_mps_ranks_get_the_queues_of_a_context(tmp_path: Path, nranks: int, gpus: str, expected: str) -> None:
+    """Under MPS each rank asks for the hardware queues a process has without it (as the pool allows):
+    with MPS's 2, calls on a third stream can wait behind another communicator's waiting kernel."""
+    show = "import os; print(os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS'))"
+    r = launch(
+        "-n",
+        str(nranks),
+        "--mps",
+        "--gpus",
+        gpus,
+        "--",
+        sys.executable,
+        "-c",
+        show,
+        env=fake_mps_control(tmp_path),
+    )
+    assert r.returncode == 0, r.stderr
+    assert {line.partition("] ")[2] for line in r.stdout.splitlines()} == {expected}
+
+
+def test_mps_queues_the_caller_set_are_kept(tmp_path: Path) -> None:
+    show = "import os; print(os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS'))"
+    env = {**fake_mps_control(tmp_path), "CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+    r = launch("-n", "4", "--mps", "--gpus", "0", "--", sys.executable, "-c", show, env=env)
+    assert r.returncode == 0, r.stderr
+    assert {line.partition("] ")[2] for line in r.stdout.splitlines()} == {"1"}

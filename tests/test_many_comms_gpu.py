@@ -43,18 +43,27 @@ def test_many_communicators_stress_time_sliced() -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.xfail(
-    reason=(
-        "under MPS, with more than one stream per rank, kernels at the head of idle streams never start"
-        " while other kernels wait for their peers, though the GPU holds few blocks; the same schedule"
-        " passes time-sliced (test_many_communicators_stress_time_sliced) and with one stream per rank"
-        " (--streams 1). perf/mps_stream_probe.cu isolates the pattern from the library. Stock NCCL 2.30.7"
-        " stalls on the same schedule earlier, blocking on the host in its first calls"
-    ),
-    strict=False,
-)
 def test_many_communicators_stress() -> None:
+    """Under MPS, through the launcher, which gives each rank the 8 hardware queues a process has without
+    MPS: with MPS's own 2, the 4 streams of a rank share queues and the stress stalls in its first phase
+    (kernels at the head of idle streams wait behind another communicator's waiting kernel)."""
     run_stress(mps=True)
+
+
+@pytest.mark.gpu
+def test_few_queues_under_mps_stall_and_are_named() -> None:
+    """The rule's other half: with MPS's own 2 hardware queues per process the same stress stalls in its
+    first phase, and the library's stall report names the queues and what to set."""
+    output = run_ranks(
+        NRANKS,
+        WORKER,
+        *("--seconds", "10", "--stall", "20"),
+        timeout=150,
+        env={"CUDA_DEVICE_MAX_CONNECTIONS": "2", "MSCCLPP_NCCL_STALL_REPORT": "5"},
+        expect_rc=mc.STALL_EXIT,
+    )
+    assert "STALL many_comms" in output, output[-6000:]
+    assert "with 2 hardware work queues (CUDA_DEVICE_MAX_CONNECTIONS" in output, output[-6000:]
 
 
 # --- the schedule, on the CPU ----------------------------------------------------------------------
