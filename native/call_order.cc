@@ -13,6 +13,7 @@ OrderPlan CallOrder::plan(uintptr_t stream, uint64_t captureId) {
     eagerStream_ = stream;
     return plan_;
   }
+  everCaptured_ = true;
   if (captureId == captureId_) {
     plan_.joinCapture = stream != captureStream_;
     previousCaptureStream_ = captureStream_;

@@ -52,6 +52,9 @@ class CallOrder {
     return ticket;
   }
 
+  // Whether any call was captured into a CUDA graph (whose replays use the addresses it was given).
+  bool everCaptured() const { return everCaptured_; }
+
   // The stream of the previous call within the current capture (meaningful with joinCapture).
   uintptr_t previousCaptureStream() const { return previousCaptureStream_; }
   // True once the current capture already holds its record node of `done` (later calls feed it).
@@ -66,6 +69,7 @@ class CallOrder {
   bool eagerSeen_ = false;
   uintptr_t eagerStream_ = 0;
   bool captured_ = false;
+  bool everCaptured_ = false;
   uint64_t captureId_ = 0;
   uintptr_t captureStream_ = 0;
   uintptr_t previousCaptureStream_ = 0;

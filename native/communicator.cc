@@ -93,7 +93,7 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
   // A layout of one host is one physical host (MSCCLPP_NCCL_HOST_ID only splits), so this is a bug.
   if (!topology_.singleHost)
     return fail(Status::kInternalError, "native path chosen for a communicator over several hosts");
-  NativeLayout layout;
+  NativeLayout& layout = layout_;
   MSCCLPP_TRY(agreeOnLayout(role, &layout));
   MSCCLPP_TRY(createScratch(layout));
   MSCCLPP_TRY(createTransports(layout));
@@ -243,8 +243,6 @@ Status Communicator::createTransports(const NativeLayout& layout) {
   PacketComm& packets = transports_.packets;
   packets.rank = rank_;
   packets.nranks = nranks_;
-  packets.localScratch = scratch_->local();
-  packets.peerScratch = scratch_->devicePeerTable();
   packets.slotPackets = layout.slotPackets;
   packets.steps.value = deviceCounters_ + counters.steps;
   packets.steps.blocksDone = reinterpret_cast<unsigned*>(deviceCounters_ + counters.blocksDone);
@@ -259,19 +257,27 @@ Status Communicator::createTransports(const NativeLayout& layout) {
     packets.wait.stallNs = stallWatch_->stallNs();
     packets.wait.stall = stallWatch_->deviceReport();
   }
-  MSCCLPP_TRY(createP2pTransport(layout, counters));
-  transports_.lanes = laneComm(layout.laneBlocks, layout.laneSlotBytes, laneScratch_.get(),
-                               deviceCounters_ + counters.lanes, packets.wait);
-  transports_.p2pLanes = laneComm(kMaxP2pChunkLanes, kP2pLaneSlotBytes, p2pLaneScratch_.get(),
-                                  deviceCounters_ + counters.p2pLanes, packets.wait);
   ZeroCopyComm& direct = transports_.direct;
   direct.rank = rank_;
   direct.nranks = nranks_;
   direct.calls = deviceCounters_ + counters.calls;
   direct.wait = packets.wait;
+  return bindScratch(layout);
+}
+
+Status Communicator::bindScratch(const NativeLayout& layout) {
+  const CounterLayout counters(nranks_, layout.laneBlocks);
+  transports_.packets.localScratch = scratch_->local();
+  transports_.packets.peerScratch = scratch_->devicePeerTable();
+  MSCCLPP_TRY(createP2pTransport(layout, counters));
+  const WaitControl& wait = transports_.packets.wait;
+  transports_.lanes = laneComm(layout.laneBlocks, layout.laneSlotBytes, laneScratch_.get(),
+                               deviceCounters_ + counters.lanes, wait);
+  transports_.p2pLanes = laneComm(kMaxP2pChunkLanes, kP2pLaneSlotBytes, p2pLaneScratch_.get(),
+                                  deviceCounters_ + counters.p2pLanes, wait);
   if (syncScratch_) {
-    direct.localFlags = static_cast<uint64_t*>(syncScratch_->local());
-    direct.peerFlags = reinterpret_cast<uint64_t* const*>(syncScratch_->devicePeerTable());
+    transports_.direct.localFlags = static_cast<uint64_t*>(syncScratch_->local());
+    transports_.direct.peerFlags = reinterpret_cast<uint64_t* const*>(syncScratch_->devicePeerTable());
   }
   return Status::kSuccess;
 }
@@ -310,11 +316,65 @@ Status Communicator::connectRouted(const HostLayout& layout, CommPath path) {
   return Status::kSuccess;
 }
 
+size_t Communicator::releasableBytes() const {
+  if (routed_) return 0;
+  size_t bytes = deviceAckTable_ ? sizeof(void*) * nranks_ : 0;
+  for (const PeerBuffer* buffer :
+       {scratch_.get(), laneScratch_.get(), p2pScratch_.get(), p2pLaneScratch_.get(), syncScratch_.get()})
+    if (buffer) bytes += buffer->bytes() + sizeof(void*) * nranks_;  // the buffer and its peer table
+  return bytes;
+}
+
 size_t Communicator::deviceBytes() const {
   if (routed_) return routed_->deviceBytes();
-  return (scratch_ ? scratch_->bytes() : 0) + (laneScratch_ ? laneScratch_->bytes() : 0) +
-         (p2pScratch_ ? p2pScratch_->bytes() : 0) + (p2pLaneScratch_ ? p2pLaneScratch_->bytes() : 0) +
-         (syncScratch_ ? syncScratch_->bytes() : 0);
+  const size_t counters =
+      deviceCounters_ ? CounterLayout(nranks_, layout_.laneBlocks).words * sizeof(uint64_t) : 0;
+  return releasableBytes() + counters + (mapped_ ? mapped_->deviceBytes() : 0);
+}
+
+Status Communicator::suspend() {
+  if (suspended_) return fail(Status::kInvalidUsage, "ncclCommSuspend: comm is suspended already");
+  if (routed_)
+    return fail(
+        Status::kInvalidUsage,
+        "ncclCommSuspend: not supported on a communicator that goes through stock NCCL (several hosts, "
+        "or MSCCLPP_NCCL_FALLBACK)");
+  if (order_.everCaptured())
+    return fail(Status::kInvalidUsage,
+                "ncclCommSuspend: a CUDA graph captured calls of this comm, and its replays would use the "
+                "scratch that suspend frees");
+  MSCCLPP_TRY(order_.markIssuedWork());
+  MSCCLPP_TRY(order_.waitIssuedWork());
+  MSCCLPP_TRY(bootstrap_->barrier());  // no peer's kernel uses our scratch any more
+  releaseScratch();
+  suspended_ = true;
+  // Every peer closed its mapping of our scratch: its memory is back with the driver.
+  return bootstrap_->barrier();
+}
+
+Status Communicator::resume() {
+  if (!suspended_) return fail(Status::kInvalidUsage, "ncclCommResume: comm is not suspended");
+  MSCCLPP_TRY(createScratch(layout_));
+  // Packet steps, lanes, p2p and zero-copy call counts start again with the zeroed scratch; the stop
+  // word and the ticket (last) keep their values.
+  const CounterLayout counters(nranks_, layout_.laneBlocks);
+  MSCCLPP_TRY(zeroDeviceMemory(deviceCounters_, counters.stopped * sizeof(uint64_t)));
+  MSCCLPP_TRY(bindScratch(layout_));
+  // No rank's kernel writes a peer's scratch before that peer restarted its counters.
+  MSCCLPP_TRY(bootstrap_->barrier());
+  suspended_ = false;
+  return Status::kSuccess;
+}
+
+void Communicator::releaseScratch() {
+  scratch_.reset();
+  laneScratch_.reset();
+  p2pScratch_.reset();
+  p2pLaneScratch_.reset();
+  syncScratch_.reset();
+  if (deviceAckTable_) cudaFree(deviceAckTable_);
+  deviceAckTable_ = nullptr;
+  cudaGetLastError();
 }
 
 LaneComm Communicator::laneComm(int blocks, size_t slotBytes, const PeerBuffer* scratch, uint64_t* counters,

@@ -60,8 +60,20 @@ class Communicator final : public CollectiveComm {
   int size() const { return nranks_; }
   int cudaDevice() const { return device_; }
   int ranksOnMyGpu() const { return topology_.ranksOnMyGpu; }
-  // Device memory this communicator holds (ncclCommMemStats).
+  // Device memory this communicator holds (ncclCommMemStats): all of it, and the part suspend() frees.
   size_t deviceBytes() const override;
+  size_t releasableBytes() const;
+
+  // ncclCommSuspend with NCCL_SUSPEND_MEM: collective. Waits for this communicator's work to leave the
+  // GPU, then frees its peer-mapped scratch on every rank (a peer's mapping keeps an owner's memory, so
+  // all ranks take part); counters, flags and tables stay. The shim accepts no call but resume, queries,
+  // destroy and abort until resume(). Refused once a call was captured in a CUDA graph, whose replays
+  // would use the freed scratch, and on a communicator routed through stock NCCL.
+  Status suspend();
+  // ncclCommResume: collective. New scratch, mapped with every peer, and the counters restarted with it
+  // on every rank alike.
+  Status resume();
+  bool suspended() const { return suspended_; }
 
   // ncclCommWindowRegister: collective. `symmetric` is the caller's NCCL_WIN_COLL_SYMMETRIC promise;
   // with it, collectives whose buffers all lie in mapped windows go zero-copy. *out stays valid until
@@ -140,7 +152,10 @@ class Communicator final : public CollectiveComm {
   Status agreeOnLayout(CommRole role, NativeLayout* layout);
   Status createScratch(const NativeLayout& layout);
   Status createTransports(const NativeLayout& layout);
+  // Points the transports at the scratch (at connect, and again at resume).
+  Status bindScratch(const NativeLayout& layout);
   Status createP2pTransport(const NativeLayout& layout, const CounterLayout& counters);
+  void releaseScratch();
   // The rest of connect() for a communicator that is not native (native/fallback/DESIGN.md): its
   // intra-host communicator and stock ones (native/routed_communicator.h) instead of our transport.
   Status connectRouted(const HostLayout& layout, CommPath path);
@@ -166,6 +181,8 @@ class Communicator final : public CollectiveComm {
   int rank_ = 0;
   int nranks_ = 0;
   int device_ = 0;
+  NativeLayout layout_;     // what the ranks agreed on (native path), kept for resume()
+  bool suspended_ = false;  // scratch released by suspend()
   std::unique_ptr<Bootstrap> bootstrap_;
   Topology topology_;
   std::unique_ptr<PeerBuffer> scratch_;         // packet slots of the collectives

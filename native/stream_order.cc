@@ -101,6 +101,11 @@ bool StreamOrder::issuedWorkEnded() const {
   return err != cudaErrorNotReady;
 }
 
+Status StreamOrder::waitIssuedWork() const {
+  if (done_ != nullptr) MSCCLPP_CUDA_TRY(cudaEventSynchronize(done_));
+  return Status::kSuccess;
+}
+
 // Makes `done` mark the work that published `ticket` (and all before it), without touching the stream
 // that work ran on, which may be gone.
 Status StreamOrder::coverTicket(uint64_t ticket) {

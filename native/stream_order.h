@@ -44,6 +44,10 @@ class StreamOrder {
   Status markIssuedWork();
   // Whether the work markIssuedWork() marked has ended (a graph launched since then marks its own).
   bool issuedWorkEnded() const;
+  // Blocks until the work markIssuedWork() marked has ended.
+  Status waitIssuedWork() const;
+  // Whether any call was captured into a CUDA graph.
+  bool everCaptured() const { return order_.everCaptured(); }
 
  private:
   Status coverTicket(uint64_t ticket);

@@ -20,6 +20,9 @@ ncclResult_t checkReadyComm(ncclComm_t comm, const char* function) {
     return toNccl(fail(Status::kInvalidUsage,
                        "%s: comm was revoked (ncclCommRevoke): only split, shrink, destroy and abort remain",
                        function));
+  if (comm->suspended.load())
+    return toNccl(fail(Status::kInvalidUsage,
+                       "%s: comm is suspended (ncclCommSuspend): call ncclCommResume first", function));
   return ncclSuccess;
 }
 

@@ -10,7 +10,8 @@
 
 // Checks that `comm` is a handle this library made and that it was not destroyed.
 ncclResult_t checkKnownComm(ncclComm_t comm, const char* function);
-// Checks that `comm` is a live handle whose initialisation finished and that was not revoked.
+// Checks that `comm` is a live handle whose initialisation finished, that was not revoked and is not
+// suspended.
 ncclResult_t checkReadyComm(ncclComm_t comm, const char* function);
 // As checkReadyComm, but a revoked communicator passes: what split and shrink, which make its successor,
 // and queries need.

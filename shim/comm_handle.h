@@ -31,9 +31,10 @@ struct ncclComm {
   ~ncclComm() { magic = 0; }  // a handle used after it was freed is less likely to pass as live
   uint64_t magic = kMagic;
   std::atomic<CommState> state{CommState::kInitializing};
-  std::atomic<bool> retired{false};  // handed to the quarantine (by exactly one of abort and destroy)
-  std::atomic<bool> revoked{false};  // ncclCommRevoke: only split, shrink, destroy and abort are left
-  std::atomic<int> users{0};         // CommUse objects alive: initialisation work queued or running
+  std::atomic<bool> retired{false};    // handed to the quarantine (by exactly one of abort and destroy)
+  std::atomic<bool> revoked{false};    // ncclCommRevoke: only split, shrink, destroy and abort are left
+  std::atomic<bool> suspended{false};  // ncclCommSuspend: calls wait for ncclCommResume
+  std::atomic<int> users{0};           // CommUse objects alive: initialisation work queued or running
   bool inUse() const { return users.load(std::memory_order_acquire) != 0; }
   std::atomic<ncclResult_t> initResult{ncclInProgress};
   std::string initError;  // ncclGetLastError text of a failed initialisation

@@ -164,36 +164,3 @@ NCCL_API(ncclResult_t, ncclWinGetUserPtr, (ncclComm_t comm, ncclWindow_t win, vo
   if (!valid) return toNccl(fail(Status::kInvalidArgument, "ncclWinGetUserPtr: bad window or NULL output"));
   return ncclSuccess;
 }
-
-NCCL_API(ncclResult_t, ncclCommSuspend, (ncclComm_t comm, int flags), comm, flags) {
-  NCCL_TRY(checkReadyComm(comm, "ncclCommSuspend"));
-  return toNccl(fail(Status::kInvalidUsage,
-                     "ncclCommSuspend: not supported by mscclpp-nccl (its scratch buffers stay resident)"));
-}
-
-NCCL_API(ncclResult_t, ncclCommResume, (ncclComm_t comm), comm) {
-  NCCL_TRY(checkReadyComm(comm, "ncclCommResume"));
-  return toNccl(
-      fail(Status::kInvalidUsage, "ncclCommResume: not supported by mscclpp-nccl (nothing is suspended)"));
-}
-
-NCCL_API(ncclResult_t, ncclCommMemStats, (ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value), comm,
-         stat, value) {
-  NCCL_TRY(checkReadyComm(comm, "ncclCommMemStats"));
-  if (value == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommMemStats: value is NULL"));
-  std::shared_lock<std::shared_mutex> lock(comm->implMutex);
-  uint64_t resident = comm->impl ? comm->impl->deviceBytes() : 0;
-  switch (stat) {
-    case ncclStatGpuMemSuspend:
-    case ncclStatGpuMemSuspended:
-      *value = 0;
-      return ncclSuccess;
-    case ncclStatGpuMemPersist:
-    case ncclStatGpuMemTotal:
-      *value = resident;
-      return ncclSuccess;
-    default:
-      return toNccl(
-          fail(Status::kInvalidArgument, "ncclCommMemStats: unknown stat %d", static_cast<int>(stat)));
-  }
-}

@@ -2,7 +2,8 @@
 // "eager STREAM kernel" (its work ends with a kernel that publishes the ticket it was given) or
 // "capture STREAM CAPTURE_ID"; each output line is that call's plan and how its end was marked, as the
 // names of the steps in a fixed order ("-" for none). A line "mark" marks every call so far
-// (ncclCommRevoke) and prints the ticket `done` must first cover ("cover_ticket N"), or "-". Flags:
+// (ncclCommRevoke) and prints the ticket `done` must first cover ("cover_ticket N"), or "-"; a line
+// "captured?" prints whether any call so far was captured ("yes"/"no", what ncclCommSuspend asks). Flags:
 // `--no-graph-mixing` is NCCL_GRAPH_MIXING_SUPPORT=0, `--no-tickets` a device whose streams cannot wait on
 // device memory.
 #include <cstdint>
@@ -29,6 +30,10 @@ int main(int argc, char** argv) {
     if (mode == "mark") {
       const uint64_t ticket = order.takeDoneTicket();
       std::cout << (ticket != 0 ? "cover_ticket " + std::to_string(ticket) : "-") << '\n';
+      continue;
+    }
+    if (mode == "captured?") {
+      std::cout << (order.everCaptured() ? "yes" : "no") << '\n';
       continue;
     }
     if (mode == "capture")

@@ -135,3 +135,13 @@ def test_marking_every_call_covers_the_latest_ticket_once(driver: Path) -> None:
         "record_done",
         "-",
     ]
+
+
+@pytest.mark.parametrize("flags", [(), ("--no-graph-mixing",)])
+def test_a_capture_is_remembered_for_suspend(driver: Path, flags: tuple[str, ...]) -> None:
+    """ncclCommSuspend is refused once any call was captured (replays would use the freed scratch),
+    with graph mixing or without."""
+    got = plans(
+        driver, ["captured?", "eager 7 kernel", "captured?", "capture 7 1", "eager 7", "captured?"], *flags
+    )
+    assert [got[0], got[2], got[5]] == ["no", "no", "yes"]

@@ -73,6 +73,8 @@ class MappedAllocations {
 
   // Device array [nranks][kMaxMappedAllocations]: every peer's allocations as mapped here.
   const MappedRegion* deviceTable() const { return deviceTable_; }
+  // Device memory of the table (the mapped allocations are the peers').
+  size_t deviceBytes() const { return sizeof(MappedRegion) * kMaxMappedAllocations * nranks_; }
 
  private:
   struct Slot {

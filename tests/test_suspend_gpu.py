@@ -1,0 +1,18 @@
+"""ncclCommSuspend, ncclCommResume and ncclCommMemStats on the GPU (tests/gpu/suspend_worker.py): the
+memory suspend frees comes back to the driver as ncclCommMemStats says, calls in between fail, and the
+communicator is exact again after resume."""
+
+from __future__ import annotations
+
+import pytest
+from multirank import ROOT, assert_all_passed, run_ranks, wait_for_device
+
+WORKER = ROOT / "tests" / "gpu" / "suspend_worker.py"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nranks", [2, 4, 8])
+def test_suspend_frees_and_resume_restores(nranks: int) -> None:
+    wait_for_device()
+    output = run_ranks(nranks, WORKER, timeout=180)
+    assert_all_passed(output, ["suspend"], nranks)
