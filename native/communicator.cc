@@ -28,6 +28,9 @@ constexpr size_t kMinLaneSlotBytes = 4096;
 constexpr size_t kMaxLaneSlotBytes = 256 * 1024;
 constexpr int kShareIdTag = 0x5eed;
 
+// Where the one-sided signal counters start in a rank's syncScratch_: after the barrier flags, aligned.
+size_t signalCountersAt(int nranks) { return (zeroCopyFlagBytes(nranks) + 7) / 8 * 8; }
+
 // Scratch per rank: MSCCLPP_NCCL_SCRATCH_BYTES, rounded so every slot holds whole packets.
 size_t slotPacketsFor(int nranks) {
   size_t bytes = static_cast<size_t>(envInt("MSCCLPP_NCCL_SCRATCH_BYTES", kDefaultScratchBytes));
@@ -222,7 +225,8 @@ Status Communicator::createScratch(const NativeLayout& layout) {
                                  packetScratchBytes(nranks_, layout.slotPackets) + p2pAckBytes(nranks_),
                                  &p2pScratch_));
   if (nranks_ <= kMaxZeroCopyRanks)
-    MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_, zeroCopyFlagBytes(nranks_), &syncScratch_));
+    MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_,
+                                   signalCountersAt(nranks_) + signalCounterBytes(nranks_), &syncScratch_));
   if (nranks_ <= kMaxLaneRanks)
     MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_,
                                    laneScratchBytes(kMaxP2pChunkLanes, nranks_, kP2pLaneSlotBytes),
@@ -278,6 +282,12 @@ Status Communicator::bindScratch(const NativeLayout& layout) {
   if (syncScratch_) {
     transports_.direct.localFlags = static_cast<uint64_t*>(syncScratch_->local());
     transports_.direct.peerFlags = reinterpret_cast<uint64_t* const*>(syncScratch_->devicePeerTable());
+    const size_t at = signalCountersAt(nranks_);
+    std::vector<uint64_t*> peers(nranks_);
+    for (int r = 0; r < nranks_; ++r)
+      peers[r] = reinterpret_cast<uint64_t*>(static_cast<char*>(syncScratch_->peer(r)) + at);
+    oneSided_.bind(rank_, std::move(peers),
+                   reinterpret_cast<uint64_t*>(static_cast<char*>(syncScratch_->local()) + at));
   }
   return Status::kSuccess;
 }
@@ -601,11 +611,56 @@ Status Communicator::sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream
 }
 
 void Communicator::numberCall(Collective collective, size_t bytes) {
+  numberCall(collectiveName(collective), bytes);
+}
+
+void Communicator::numberCall(const char* what, size_t bytes) {
   if (!stallWatch_) return;
-  const uint64_t number = stallWatch_->beginCall(collectiveName(collective), bytes);
+  const uint64_t number = stallWatch_->beginCall(what, bytes);
   for (WaitControl* wait : {&transports_.packets.wait, &transports_.p2p.packets.wait, &transports_.lanes.wait,
                             &transports_.p2pLanes.wait, &transports_.direct.wait})
     wait->call = number;
+}
+
+Status Communicator::oneSidedRefusal(const char* what) const {
+  if (routed_)
+    return fail(Status::kInvalidUsage, "%s: not supported on a communicator that goes through stock NCCL",
+                what);
+  if (!syncScratch_)
+    return fail(Status::kInvalidUsage, "%s: not supported past %d ranks", what, kMaxZeroCopyRanks);
+  if (order_.capturing())  // the shim refuses captures first; this keeps the native rule whole
+    return fail(Status::kInvalidUsage, "%s: not supported inside CUDA graph capture (nor in NCCL)", what);
+  return Status::kSuccess;
+}
+
+Status Communicator::putSignal(const void* src, size_t bytes, int peer, const SymmetricWindow& window,
+                               size_t offset, cudaStream_t stream) {
+  order_.newWork();  // no ticket: the call's end is recorded as an event
+  MSCCLPP_TRY(oneSidedRefusal("ncclPutSignal"));
+  if (!window.mapped())
+    return fail(
+        Status::kInvalidUsage,
+        "ncclPutSignal: the peer's window is not mapped here (register it with NCCL_WIN_COLL_SYMMETRIC)");
+  if (offset > window.bytes() || bytes > window.bytes() - offset)
+    return fail(Status::kInvalidArgument,
+                "ncclPutSignal: %zu bytes at offset %zu pass the window's end (%zu bytes)", bytes, offset,
+                window.bytes());
+  numberCall("PutSignal", bytes);
+  return oneSided_.put(src, window.peerBase(peer) + offset, bytes, peer, stream);
+}
+
+Status Communicator::signal(int peer, cudaStream_t stream) {
+  order_.newWork();
+  MSCCLPP_TRY(oneSidedRefusal("ncclSignal"));
+  numberCall("Signal", 0);
+  return oneSided_.signal(peer, stream);
+}
+
+Status Communicator::waitSignals(const std::vector<uint64_t>& counts, cudaStream_t stream) {
+  order_.newWork();
+  MSCCLPP_TRY(oneSidedRefusal("ncclWaitSignal"));
+  numberCall("WaitSignal", 0);
+  return oneSided_.wait(counts, transports_.packets.wait, stream);
 }
 
 Status Communicator::asyncError() const {

@@ -12,6 +12,7 @@
 #include "native/algorithms/algorithm_selector.h"
 #include "native/algorithms/allreduce.h"
 #include "native/algorithms/exchange.h"
+#include "native/algorithms/one_sided.h"
 #include "native/algorithms/p2p.h"
 #include "native/algorithms/transports.h"
 #include "native/bootstrap/abort_link.h"
@@ -102,6 +103,14 @@ class Communicator final : public CollectiveComm {
   // One group's sends and receives; at most one per peer and direction (see splitP2pPasses).
   Status sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream);
 
+  // One-sided operations (native/algorithms/one_sided.h), eager only, as in NCCL. ncclPutSignal: `bytes`
+  // from `src` into `peer`'s `window` at `offset`, then a signal to `peer`; ncclSignal; ncclWaitSignal:
+  // `counts[r]` more signals from each rank r.
+  Status putSignal(const void* src, size_t bytes, int peer, const SymmetricWindow& window, size_t offset,
+                   cudaStream_t stream);
+  Status signal(int peer, cudaStream_t stream);
+  Status waitSignals(const std::vector<uint64_t>& counts, cudaStream_t stream);
+
   // kRemoteError naming the rank when a peer was lost (its process died, or it aborted), else the
   // first failure any kernel of this communicator reported (timeout, abort), else kSuccess.
   Status asyncError() const override;
@@ -164,6 +173,9 @@ class Communicator final : public CollectiveComm {
   // Gives the call about to be launched its number on this communicator, which its kernels' stall
   // reports carry (native/stall_monitor.h).
   void numberCall(Collective collective, size_t bytes);
+  void numberCall(const char* what, size_t bytes);
+  // Why a one-sided operation named `what` cannot run now (kSuccess: it can).
+  Status oneSidedRefusal(const char* what) const;
   // On the bootstrap's receiver thread (no CUDA calls): records the rank and stops the kernels.
   void onPeerLost(int peer);
   // Both buffers (`bytes` each) on every rank, when each lies in a mapped window here (then, by the
@@ -206,6 +218,7 @@ class Communicator final : public CollectiveComm {
   uint64_t commHash_ = 0;                      // NCCL's commHash: a hash of the unique id
   std::unique_ptr<StallWatch> stallWatch_;     // null: stall reports are off (MSCCLPP_NCCL_STALL_REPORT=0)
   std::unique_ptr<BlockShare> blocks_;         // this rank's blocks of its GPU (native path)
+  OneSided oneSided_;                          // signal counters in syncScratch_, after the barrier flags
 };
 
 }  // namespace mscclpp_nccl

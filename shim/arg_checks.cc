@@ -47,6 +47,35 @@ ncclResult_t checkBuffers(const void* send, const void* recv, size_t count, cons
   return ncclSuccess;
 }
 
+ncclResult_t checkPeer(ncclComm* comm, int peer, const char* function) {
+  if (peer < 0 || peer >= comm->nranks)
+    return toNccl(
+        fail(Status::kInvalidArgument, "%s: peer %d is not in [0, %d)", function, peer, comm->nranks));
+  return ncclSuccess;
+}
+
+ncclResult_t checkSignalSlot(int sigIdx, int ctx, unsigned int flags, const char* function) {
+  if (sigIdx != 0 || ctx != 0 || flags != 0)
+    return toNccl(fail(Status::kInvalidArgument, "%s: sigIdx %d, ctx %d and flags 0x%x must be 0", function,
+                       sigIdx, ctx, flags));
+  return ncclSuccess;
+}
+
+ncclResult_t checkNotCapturing(cudaStream_t stream, const char* function) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaError_t err = cudaStreamIsCapturing(stream, &status);
+  cudaGetLastError();
+  if (err == cudaErrorStreamCaptureImplicit) {
+    status = cudaStreamCaptureStatusActive;  // the legacy stream, while another stream captures
+  } else if (err != cudaSuccess) {
+    return toNccl(fail(Status::kInvalidArgument, "%s: stream is not a valid CUDA stream", function));
+  }
+  if (status != cudaStreamCaptureStatusNone)
+    return toNccl(
+        fail(Status::kInvalidUsage, "%s: not supported inside CUDA graph capture (nor in NCCL)", function));
+  return ncclSuccess;
+}
+
 ncclResult_t checkRoot(ncclComm* comm, int root, const char* function) {
   if (root < 0 || root >= comm->nranks)
     return toNccl(

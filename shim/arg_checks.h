@@ -22,6 +22,12 @@ ncclResult_t checkStream(ncclComm* comm, cudaStream_t stream, const char* functi
 ncclResult_t checkTypeAndCount(ncclDataType_t type, size_t count, const char* function);
 // Checks that buffers a call reads or writes are not NULL when it moves data.
 ncclResult_t checkBuffers(const void* send, const void* recv, size_t count, const char* function);
+// Checks that `peer` is a rank of the communicator.
+ncclResult_t checkPeer(ncclComm* comm, int peer, const char* function);
+// One-sided operations: NCCL's present limits, one signal index, one context, no flags.
+ncclResult_t checkSignalSlot(int sigIdx, int ctx, unsigned int flags, const char* function);
+// Eager-only calls (one-sided operations, as in NCCL): refused while `stream` is being captured.
+ncclResult_t checkNotCapturing(cudaStream_t stream, const char* function);
 // Checks that `root` is a rank of the communicator.
 ncclResult_t checkRoot(ncclComm* comm, int root, const char* function);
 // Checks of a collective's data; `send`/`recv` are NULL-checked only where this rank uses them.

@@ -14,6 +14,7 @@
 #include "shim/comm_handle.h"
 #include "shim/group.h"
 #include "shim/live_handles.h"
+#include "shim/window_lookup.h"
 
 using mscclpp_nccl::fail;
 using mscclpp_nccl::Status;
@@ -163,4 +164,12 @@ NCCL_API(ncclResult_t, ncclWinGetUserPtr, (ncclComm_t comm, ncclWindow_t win, vo
     });
   if (!valid) return toNccl(fail(Status::kInvalidArgument, "ncclWinGetUserPtr: bad window or NULL output"));
   return ncclSuccess;
+}
+
+const mscclpp_nccl::SymmetricWindow* nativeWindow(ncclComm* comm, ncclWindow_t win) {
+  const mscclpp_nccl::SymmetricWindow* native = nullptr;
+  liveHandles().read(win, [&] {
+    if (win->magic == ncclWindow_vidmem::kMagic && win->comm == comm) native = win->native.load();
+  });
+  return native;
 }

@@ -75,11 +75,8 @@ ncclResult_t transfer(bool isSend, void* buffer, size_t count, ncclDataType_t da
   const ApiRange range(function, callPayload(comm, count, datatype, -1, peer));
   NCCL_TRY(checkReadyComm(comm, function));
   NCCL_TRY(checkTypeAndCount(datatype, count, function));
-  if (peer < 0 || peer >= comm->nranks)
-    return toNccl(
-        fail(Status::kInvalidArgument, "%s: peer %d is not in [0, %d)", function, peer, comm->nranks));
-  if (count > 0 && buffer == nullptr)
-    return toNccl(fail(Status::kInvalidArgument, "%s: NULL buffer with count %zu", function, count));
+  NCCL_TRY(checkPeer(comm, peer, function));
+  NCCL_TRY(checkBuffers(buffer, buffer, count, function));
   size_t elementBytes = mscclpp_nccl::dataTypeSize(static_cast<mscclpp_nccl::DataType>(datatype));
   P2pOp op{isSend, peer, buffer, count * elementBytes, elementBytes};
   if (groupDepth() == 0)

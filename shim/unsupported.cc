@@ -44,28 +44,6 @@ int noRank(const char* function) {
 
 }  // namespace
 
-// ---- nccl.h: one-sided signals ------------------------------------------------------------------
-
-NCCL_API(ncclResult_t, ncclPutSignal,
-         (const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
-          size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
-          cudaStream_t stream),
-         localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream) {
-  return notImplemented("ncclPutSignal");
-}
-
-NCCL_API(ncclResult_t, ncclSignal,
-         (int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream), peer,
-         sigIdx, ctx, flags, comm, stream) {
-  return notImplemented("ncclSignal");
-}
-
-NCCL_API(ncclResult_t, ncclWaitSignal,
-         (int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream), nDesc,
-         signalDescs, comm, stream) {
-  return notImplemented("ncclWaitSignal");
-}
-
 // ---- nccl.h: socket encryption ------------------------------------------------------------------
 
 NCCL_API(ncclResult_t, ncclSetEncryption, (const ncclEncryptionConfig_t* config), config) {

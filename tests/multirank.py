@@ -54,6 +54,15 @@ def run_ranks(
     return output
 
 
+def run_worker(nranks: int, worker: Path, scenario: str, *args: str, timeout: float = 180) -> str:
+    """Runs `worker` (with `args`) as `nranks` ranks under MPS once the GPU takes new clients, and checks
+    that every rank printed `PASS <scenario>`."""
+    wait_for_device()
+    output = run_ranks(nranks, worker, *args, timeout=timeout)
+    assert_all_passed(output, [scenario], nranks)
+    return output
+
+
 def assert_all_passed(output: str, scenarios: list[str], nranks: int) -> None:
     for name in scenarios:
         passes = output.count(f"PASS {name}")

@@ -73,6 +73,9 @@ int ncclCommRevoke(void*, int);
 int ncclCommGetUniqueId(void*, ncclUniqueId*);
 int ncclSetEncryption(void*);
 int ncclSignal(int, int, int, unsigned int, void*, void*);
+int ncclPutSignal(const void*, size_t, int, int, void*, size_t, int, int, unsigned int, void*, void*);
+int ncclWaitSignal(int, void*, void*, void*);
+int ncclParamBind(void*, const char*);
 """
 
 ffi = cffi.FFI()
@@ -240,9 +243,21 @@ def test_grow_checks_its_arguments_before_any_rendezvous(lib: Any) -> None:
 def test_unimplemented_entry_points_say_so(lib: Any) -> None:
     for name, call in {
         "ncclSetEncryption": lambda: lib.ncclSetEncryption(NULL),
-        "ncclSignal": lambda: lib.ncclSignal(0, 0, 0, 0, NULL, NULL),
+        "ncclParamBind": lambda: lib.ncclParamBind(ffi.new("void**"), b"x"),
     }.items():
         expect(lib, call, INVALID_USAGE, name, "not implemented")
+
+
+def test_one_sided_calls_check_the_comm_first(lib: Any) -> None:
+    fake = ffi.new("char[4096]")  # readable memory that is no communicator
+    for comm, words in ((NULL, "comm is NULL"), (ffi.cast("void*", fake), "not a valid communicator")):
+        calls = {
+            "ncclSignal": lambda c=comm: lib.ncclSignal(0, 0, 0, 0, c, NULL),
+            "ncclPutSignal": lambda c=comm: lib.ncclPutSignal(NULL, 4, 7, 0, NULL, 0, 0, 0, 0, c, NULL),
+            "ncclWaitSignal": lambda c=comm: lib.ncclWaitSignal(1, NULL, c, NULL),
+        }
+        for name, call in calls.items():
+            expect(lib, call, INVALID_ARGUMENT, name, words)
 
 
 def test_warn_lines_follow_nccl_debug(nccl_lib: Path) -> None:

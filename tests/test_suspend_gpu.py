@@ -5,7 +5,7 @@ communicator is exact again after resume."""
 from __future__ import annotations
 
 import pytest
-from multirank import ROOT, assert_all_passed, run_ranks, wait_for_device
+from multirank import ROOT, run_worker
 
 WORKER = ROOT / "tests" / "gpu" / "suspend_worker.py"
 
@@ -13,6 +13,4 @@ WORKER = ROOT / "tests" / "gpu" / "suspend_worker.py"
 @pytest.mark.gpu
 @pytest.mark.parametrize("nranks", [2, 4, 8])
 def test_suspend_frees_and_resume_restores(nranks: int) -> None:
-    wait_for_device()
-    output = run_ranks(nranks, WORKER, timeout=180)
-    assert_all_passed(output, ["suspend"], nranks)
+    run_worker(nranks, WORKER, "suspend")

@@ -37,6 +37,8 @@ class SymmetricWindow {
   bool contains(const void* ptr, size_t bytes) const;
   // Device array of every rank's window base as mapped here (own entry is local()); null if !mapped().
   char* const* devicePeerTable() const { return deviceTable_; }
+  // Rank `rank`'s window base as mapped here (meaningful where mapped()).
+  char* peerBase(int rank) const { return peers_[rank].base; }
 
  private:
   SymmetricWindow() = default;
