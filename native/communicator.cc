@@ -96,9 +96,17 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
   // A layout of one host is one physical host (MSCCLPP_NCCL_HOST_ID only splits), so this is a bug.
   if (!topology_.singleHost)
     return fail(Status::kInternalError, "native path chosen for a communicator over several hosts");
+  // Each step's time, for NCCL_DEBUG=INFO: an init's cost is mostly these rounds with the peers.
+  using Ms = std::chrono::duration<double, std::milli>;
+  auto lap = [last = std::chrono::steady_clock::now()]() mutable {
+    const auto now = std::chrono::steady_clock::now();
+    return Ms(now - std::exchange(last, now)).count();
+  };
   NativeLayout& layout = layout_;
   MSCCLPP_TRY(agreeOnLayout(role, &layout));
+  const double layoutMs = lap();
   MSCCLPP_TRY(createScratch(layout));
+  const double scratchMs = lap();
   MSCCLPP_TRY(createTransports(layout));
   // Zero-copy on buffers outside windows needs the barrier flags and the chunked kernel to fall back on.
   if (layout.mapsBuffers && syncScratch_ && laneScratch_) {
@@ -107,14 +115,16 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
     selector_.setMapsBuffers(true);
   }
   MSCCLPP_TRY(order_.init(envInt("NCCL_GRAPH_MIXING_SUPPORT", 1) != 0, transports_.packets.steps.ticket));
+  const double transportsMs = lap();
   MSCCLPP_TRY(bootstrap_->barrier());
   // From here a peer's death stops this communicator's kernels and shows in asyncError().
   MSCCLPP_TRY(bootstrap_->watchPeers([this](int peer) { onPeerLost(peer); }));
   MSCCLPP_INFO(
       kInit,
-      "rank %d/%d commHash 0x%016llx on GPU %d (%d ranks on it): %zu-packet slots, grids up to %d blocks",
+      "rank %d/%d commHash 0x%016llx on GPU %d (%d ranks on it): %zu-packet slots, grids up to %d blocks; "
+      "layout agreed %.1f ms, scratch mapped %.1f ms, transports %.1f ms, last barrier %.1f ms",
       rank_, nranks_, static_cast<unsigned long long>(commHash_), device_, topology_.ranksOnMyGpu,
-      layout.slotPackets, selector_.maxBlocks());
+      layout.slotPackets, selector_.maxBlocks(), layoutMs, scratchMs, transportsMs, lap());
   return Status::kSuccess;
 }
 
