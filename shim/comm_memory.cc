@@ -18,8 +18,13 @@ NCCL_API(ncclResult_t, ncclCommSuspend, (ncclComm_t comm, int flags), comm, flag
   const bool releaseMemory = (flags & NCCL_SUSPEND_MEM) != 0;
   if (releaseMemory) {
     DeviceGuard guard(comm->device);
-    NCCL_TRY(
-        toNccl(withImpl(comm, "ncclCommSuspend: comm is gone", [](Communicator& c) { return c.suspend(); })));
+    NCCL_TRY(toNccl(withImpl(comm, "ncclCommSuspend: comm is gone", [&](Communicator& c) {
+      const Status status = c.suspend();
+      // A suspend that failed after its scratch was freed (a peer lost at the last barrier) still
+      // leaves the comm suspended: no call may reach the freed scratch.
+      if (c.suspended()) comm->suspended.store(true);
+      return status;
+    })));
   }
   // Without NCCL_SUSPEND_MEM nothing is released; calls wait for ncclCommResume all the same.
   comm->suspended.store(true);

@@ -21,6 +21,9 @@ ncclResult_t runInOrder(ncclComm* comm, const cudaStream_t* streams, size_t coun
   // The comm may be aborted or destroyed before queued work runs: `impl` is checked under the lock.
   return toNccl(withImpl(comm, "comm was aborted or destroyed", [&](mscclpp_nccl::Communicator& impl) {
     MSCCLPP_TRY(impl.asyncError());
+    // Work queued in a group before an ncclCommSuspend must not reach the freed scratch.
+    if (impl.suspended())
+      return mscclpp_nccl::fail(mscclpp_nccl::Status::kInvalidUsage, "comm is suspended (ncclCommSuspend)");
     DeviceGuard guard(comm->device);
     MSCCLPP_TRY(impl.beginCall(streams, count));
     const mscclpp_nccl::Status status = body(impl, streams[0]);
