@@ -341,7 +341,7 @@ size_t Communicator::releasableBytes() const {
   size_t bytes = deviceAckTable_ ? sizeof(void*) * nranks_ : 0;
   for (const PeerBuffer* buffer :
        {scratch_.get(), laneScratch_.get(), p2pScratch_.get(), p2pLaneScratch_.get(), syncScratch_.get()})
-    if (buffer) bytes += buffer->bytes() + sizeof(void*) * nranks_;  // the buffer and its peer table
+    if (buffer) bytes += buffer->deviceBytes();
   return bytes;
 }
 
@@ -442,14 +442,9 @@ Communicator::~Communicator() {
   windows_.clear();
   mapped_.reset();
   routed_.reset();
-  scratch_.reset();
-  laneScratch_.reset();
-  p2pScratch_.reset();
-  p2pLaneScratch_.reset();
-  syncScratch_.reset();
+  releaseScratch();
   const double unmapMs = since(phase);
   phase = std::chrono::steady_clock::now();
-  if (deviceAckTable_) cudaFree(deviceAckTable_);
   if (deviceCounters_) cudaFree(deviceCounters_);
   if (hostFlags_) cudaFreeHost(hostFlags_);
   cudaGetLastError();

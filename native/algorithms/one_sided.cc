@@ -20,9 +20,6 @@ Status OneSided::put(const void* src, void* peerDst, size_t bytes, int peer, cud
 }
 
 Status OneSided::signal(int peer, cudaStream_t stream) {
-  if (local_ == nullptr)
-    return fail(Status::kInvalidUsage, "one-sided signals need a communicator of at most %d ranks",
-                kMaxZeroCopyRanks);
   // This rank's counter in the peer's memory.
   MSCCLPP_TRY(launchSignalPublish(peers_[peer] + rank_, sent_[peer] + 1, stream));
   ++sent_[peer];
@@ -30,9 +27,6 @@ Status OneSided::signal(int peer, cudaStream_t stream) {
 }
 
 Status OneSided::wait(const std::vector<uint64_t>& counts, const WaitControl& control, cudaStream_t stream) {
-  if (local_ == nullptr)
-    return fail(Status::kInvalidUsage, "one-sided signals need a communicator of at most %d ranks",
-                kMaxZeroCopyRanks);
   SignalTargets targets{};
   for (size_t r = 0; r < counts.size(); ++r) targets.total[r] = counts[r] == 0 ? 0 : awaited_[r] + counts[r];
   MSCCLPP_TRY(launchSignalWait(local_, targets, static_cast<int>(counts.size()), control, stream));

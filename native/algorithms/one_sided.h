@@ -32,7 +32,8 @@ struct SignalTargets {
 class OneSided {
  public:
   // `local`: this rank's counters; `peers[r]`: rank r's counters as mapped here. All start at zero, as
-  // the counts kept here do (at setup, and again at resume).
+  // the counts kept here do (at setup, and again at resume). The operations below need a bind first;
+  // the communicator refuses them where it has no counters (Communicator::oneSidedRefusal).
   void bind(int rank, std::vector<uint64_t*> peers, uint64_t* local);
 
   // Copies `bytes` from `src` to `peerDst` (a peer's window as mapped here), then signals `peer`.

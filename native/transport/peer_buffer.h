@@ -30,6 +30,8 @@ class PeerBuffer {
 
   void* local() const { return local_; }
   size_t bytes() const { return bytes_; }
+  // Device memory it holds here: the buffer and its table of peers.
+  size_t deviceBytes() const { return bytes_ + sizeof(void*) * peers_.size(); }
   // Rank `rank`'s buffer as mapped in this process.
   void* peer(int rank) const { return peers_[rank]; }
   // Device array of every rank's buffer as mapped in this process (own entry is local()).
