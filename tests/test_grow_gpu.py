@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from multirank import ROOT, assert_all_passed, run_ranks, wait_for_device
+from multirank import ROOT, run_worker
 
 WORKER = ROOT / "tests" / "gpu" / "grow_worker.py"
 
@@ -16,6 +16,4 @@ WORKER = ROOT / "tests" / "gpu" / "grow_worker.py"
 @pytest.mark.parametrize("nranks", [2, 4, 8])
 @pytest.mark.parametrize("scenario", ["split", "shrink"])
 def test_grow_to_every_rank(nranks: int, scenario: str, tmp_path: Path) -> None:
-    wait_for_device()
-    output = run_ranks(nranks, WORKER, str(tmp_path), scenario, timeout=180)
-    assert_all_passed(output, [scenario], nranks)
+    run_worker(nranks, WORKER, scenario, str(tmp_path), scenario)
