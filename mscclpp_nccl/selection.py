@@ -29,7 +29,7 @@ P2P_PACKET_MAX_BYTES = MIB  # kP2pPacketMaxBytes
 ZERO_COPY_MIN_BYTES = MIB  # kZeroCopyMinBytes: all_reduce outside windows maps from here
 EXCHANGE_ZERO_COPY_MIN_BYTES = MIB  # kExchangeZeroCopyMinBytes
 EXCHANGE_ZERO_COPY_MIN_TRAFFIC = 16 * MIB  # kExchangeZeroCopyMinTraffic
-MAX_LANE_RANKS = 64  # kMaxLaneRanks (lanes.h)
+MAX_CHUNK_RANKS = 64  # kMaxChunkRanks (native/primitives/chunk_layout.h)
 MAX_ZERO_COPY_RANKS = 64  # kMaxZeroCopyRanks (zero_copy.h)
 MAX_PACKET_RANKS = 1 << 16
 
@@ -60,12 +60,12 @@ REGISTRY = {
     for a in (
         AlgorithmInfo("allreduce_one_shot_packet", "packet", ("all_reduce",), MAX_PACKET_RANKS),
         AlgorithmInfo("allreduce_two_shot_packet", "packet", ("all_reduce",), MAX_PACKET_RANKS),
-        AlgorithmInfo("allreduce_two_shot_chunked", "chunked", ("all_reduce",), MAX_LANE_RANKS),
+        AlgorithmInfo("allreduce_two_shot_chunked", "chunked", ("all_reduce",), MAX_CHUNK_RANKS),
         AlgorithmInfo("exchange_packet", "packet", EXCHANGE_COLLECTIVES, MAX_PACKET_RANKS),
-        AlgorithmInfo("exchange_chunked", "chunked", EXCHANGE_COLLECTIVES, MAX_LANE_RANKS),
+        AlgorithmInfo("exchange_chunked", "chunked", EXCHANGE_COLLECTIVES, MAX_CHUNK_RANKS),
         AlgorithmInfo("p2p_packet", "packet", ("sendrecv",), MAX_PACKET_RANKS),
         AlgorithmInfo("allreduce_zero_copy", "direct", ("all_reduce",), MAX_ZERO_COPY_RANKS, True),
-        AlgorithmInfo("p2p_chunked", "chunked", ("sendrecv",), MAX_LANE_RANKS),
+        AlgorithmInfo("p2p_chunked", "chunked", ("sendrecv",), MAX_CHUNK_RANKS),
         AlgorithmInfo("reduce_two_shot_packet", "packet", ("reduce",), MAX_PACKET_RANKS),
     )
 }

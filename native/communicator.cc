@@ -23,9 +23,9 @@ namespace mscclpp_nccl {
 namespace {
 
 constexpr size_t kDefaultScratchBytes = 8ull << 20;
-constexpr size_t kDefaultLaneScratchBytes = 32ull << 20;
-constexpr size_t kMinLaneSlotBytes = 4096;
-constexpr size_t kMaxLaneSlotBytes = 256 * 1024;
+constexpr size_t kDefaultChunkScratchBytes = 32ull << 20;
+constexpr size_t kMinChunkSlotBytes = 4096;
+constexpr size_t kMaxChunkSlotBytes = 256 * 1024;
 constexpr int kShareIdTag = 0x5eed;
 
 // Where the one-sided signal counters start in a rank's syncScratch_: after the barrier flags, aligned.
@@ -38,29 +38,31 @@ size_t slotPacketsFor(int nranks) {
   return std::max<size_t>(slot, 32);
 }
 
-// Lane slot bytes: MSCCLPP_NCCL_LANE_SCRATCH_BYTES shared by `blocks` lanes per pair of ranks, in
-// whole units within [4 KiB, 256 KiB]; 0 (no lanes) past kMaxLaneRanks ranks.
-size_t laneSlotBytesFor(int blocks, int nranks) {
-  if (nranks > kMaxLaneRanks) return 0;
-  size_t bytes = static_cast<size_t>(envInt("MSCCLPP_NCCL_LANE_SCRATCH_BYTES", kDefaultLaneScratchBytes));
+// Chunk slot bytes: MSCCLPP_NCCL_CHUNK_SCRATCH_BYTES shared by `blocks` channels per pair of ranks, in
+// whole units within [4 KiB, 256 KiB]; 0 (no chunk channels) past kMaxChunkRanks ranks.
+size_t chunkSlotBytesFor(int blocks, int nranks) {
+  if (nranks > kMaxChunkRanks) return 0;
+  // The variable's earlier name, MSCCLPP_NCCL_LANE_SCRATCH_BYTES, still counts where the new one is unset.
+  const int64_t earlier = envInt("MSCCLPP_NCCL_LANE_SCRATCH_BYTES", kDefaultChunkScratchBytes);
+  size_t bytes = static_cast<size_t>(envInt("MSCCLPP_NCCL_CHUNK_SCRATCH_BYTES", earlier));
   size_t slot =
-      bytes / (static_cast<size_t>(blocks) * nranks * kLaneStages) / kLaneAlignment * kLaneAlignment;
-  return std::clamp(slot, kMinLaneSlotBytes, kMaxLaneSlotBytes);
+      bytes / (static_cast<size_t>(blocks) * nranks * kChunkStages) / kChunkAlignment * kChunkAlignment;
+  return std::clamp(slot, kMinChunkSlotBytes, kMaxChunkSlotBytes);
 }
 
 }  // namespace
 
 // Where each kernel family's counters lie in the communicator's one allocation of device words.
-Communicator::CounterLayout::CounterLayout(int nranks, int laneBlocks) {
+Communicator::CounterLayout::CounterLayout(int nranks, int chunkBlocks) {
   auto carve = [this](size_t count) { return std::exchange(words, words + count); };
   const size_t p2pStepWords = static_cast<size_t>(nranks) * kMaxPacketBlocks;
   steps = carve(kMaxPacketBlocks);
   blocksDone = carve(1);
   p2pSend = carve(p2pStepWords);
   p2pRecv = carve(p2pStepWords);
-  lanes = carve(laneCounterWords(laneBlocks, nranks));
+  chunks = carve(chunkCounterWords(chunkBlocks, nranks));
   calls = carve(kMaxZeroCopyBlocks);
-  p2pLanes = carve(laneCounterWords(kMaxP2pChunkLanes, nranks));
+  p2pChunks = carve(chunkCounterWords(kMaxP2pChunkParts, nranks));
   stopped = carve(1);
   ticket = carve(1);
 }
@@ -109,7 +111,7 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
   const double scratchMs = lap();
   MSCCLPP_TRY(createTransports(layout));
   // Zero-copy on buffers outside windows needs the barrier flags and the chunked kernel to fall back on.
-  if (layout.mapsBuffers && syncScratch_ && laneScratch_) {
+  if (layout.mapsBuffers && syncScratch_ && chunkScratch_) {
     MSCCLPP_TRY(MappedAllocations::create(*bootstrap_, topology_, device_, &mapped_));
     transports_.direct.mappedTable = mapped_->deviceTable();
     selector_.setMapsBuffers(true);
@@ -179,7 +181,7 @@ Status Communicator::agreeOnLayout(CommRole role, NativeLayout* layout) {
         proposedGrid, BlockShare::gridWithin(BlockShare::rankShare(me.smCount, role.parentRanksPerGpu) / 2));
   struct Agreement {
     uint64_t slotPackets;
-    uint64_t laneSlotBytes;
+    uint64_t chunkSlotBytes;
     uint64_t tuning;
     uint64_t mapsBuffers;  // MSCCLPP_NCCL_ZERO_COPY: every rank must launch the same kernels
     uint64_t grid;
@@ -191,20 +193,20 @@ Status Communicator::agreeOnLayout(CommRole role, NativeLayout* layout) {
   for (const Agreement& a : agreements) grid = std::min<int>(grid, static_cast<int>(a.grid));
   blocks_->settle(grid);
   selector_.init(topology_.myGpuName, nranks_, maxRanksPerGpu, blocks_->grid());
-  layout->laneBlocks = selector_.laneBlocks();
+  layout->chunkBlocks = selector_.chunkBlocks();
   agreements.assign(nranks_, Agreement{});
-  agreements[rank_] = {slotPacketsFor(nranks_), laneSlotBytesFor(layout->laneBlocks, nranks_),
+  agreements[rank_] = {slotPacketsFor(nranks_), chunkSlotBytesFor(layout->chunkBlocks, nranks_),
                        selector_.fingerprint(), envInt("MSCCLPP_NCCL_ZERO_COPY", 1) != 0 ? 1u : 0u,
                        static_cast<uint64_t>(grid)};
   MSCCLPP_TRY(bootstrap_->allGather(agreements.data(), sizeof(Agreement)));
   layout->slotPackets = agreements[0].slotPackets;
-  layout->laneSlotBytes = agreements[0].laneSlotBytes;
+  layout->chunkSlotBytes = agreements[0].chunkSlotBytes;
   layout->mapsBuffers = nranks_ > 1 && nranks_ <= kMaxZeroCopyRanks;
   bool sameTuning = true;
   for (const Agreement& a : agreements) {
     layout->mapsBuffers = layout->mapsBuffers && a.mapsBuffers != 0;
     layout->slotPackets = std::min<size_t>(layout->slotPackets, a.slotPackets);
-    layout->laneSlotBytes = std::min<size_t>(layout->laneSlotBytes, a.laneSlotBytes);
+    layout->chunkSlotBytes = std::min<size_t>(layout->chunkSlotBytes, a.chunkSlotBytes);
     sameTuning = sameTuning && a.tuning == agreements[0].tuning;
   }
   if (!sameTuning) {
@@ -212,7 +214,7 @@ Status Communicator::agreeOnLayout(CommRole role, NativeLayout* layout) {
     selector_.dropOverrides();
   }
   selector_.setSlotPackets(layout->slotPackets);
-  selector_.setLaneSlotBytes(layout->laneSlotBytes);
+  selector_.setChunkSlotBytes(layout->chunkSlotBytes);
   // Early launch needs sm_90; it changes no protocol, so ranks need not agree on it.
   int computeMajor = 0;
   MSCCLPP_CUDA_TRY(cudaDeviceGetAttribute(&computeMajor, cudaDevAttrComputeCapabilityMajor, device_));
@@ -226,10 +228,10 @@ Status Communicator::agreeOnLayout(CommRole role, NativeLayout* layout) {
 Status Communicator::createScratch(const NativeLayout& layout) {
   MSCCLPP_TRY(
       PeerBuffer::create(*bootstrap_, topology_, packetScratchBytes(nranks_, layout.slotPackets), &scratch_));
-  if (layout.laneSlotBytes > 0)
+  if (layout.chunkSlotBytes > 0)
     MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_,
-                                   laneScratchBytes(layout.laneBlocks, nranks_, layout.laneSlotBytes),
-                                   &laneScratch_));
+                                   chunkScratchBytes(layout.chunkBlocks, nranks_, layout.chunkSlotBytes),
+                                   &chunkScratch_));
   // Point-to-point channels: slots of their own (laid out like the collectives'), then the acks.
   MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_,
                                  packetScratchBytes(nranks_, layout.slotPackets) + p2pAckBytes(nranks_),
@@ -237,10 +239,10 @@ Status Communicator::createScratch(const NativeLayout& layout) {
   if (nranks_ <= kMaxZeroCopyRanks)
     MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_,
                                    signalCountersAt(nranks_) + signalCounterBytes(nranks_), &syncScratch_));
-  if (nranks_ <= kMaxLaneRanks)
+  if (nranks_ <= kMaxChunkRanks)
     MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_,
-                                   laneScratchBytes(kMaxP2pChunkLanes, nranks_, kP2pLaneSlotBytes),
-                                   &p2pLaneScratch_));
+                                   chunkScratchBytes(kMaxP2pChunkParts, nranks_, kP2pChunkSlotBytes),
+                                   &p2pChunkScratch_));
   return Status::kSuccess;
 }
 
@@ -250,7 +252,7 @@ Status Communicator::createTransports(const NativeLayout& layout) {
   hostFlags_[1] = kKernelOk;
   int* deviceFlags = nullptr;
   MSCCLPP_CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&deviceFlags), hostFlags_, 0));
-  const CounterLayout counters(nranks_, layout.laneBlocks);
+  const CounterLayout counters(nranks_, layout.chunkBlocks);
   MSCCLPP_CUDA_TRY(cudaMalloc(&deviceCounters_, counters.words * sizeof(uint64_t)));
   MSCCLPP_TRY(zeroDeviceMemory(deviceCounters_, counters.words * sizeof(uint64_t)));
 
@@ -280,15 +282,15 @@ Status Communicator::createTransports(const NativeLayout& layout) {
 }
 
 Status Communicator::bindScratch(const NativeLayout& layout) {
-  const CounterLayout counters(nranks_, layout.laneBlocks);
+  const CounterLayout counters(nranks_, layout.chunkBlocks);
   transports_.packets.localScratch = scratch_->local();
   transports_.packets.peerScratch = scratch_->devicePeerTable();
   MSCCLPP_TRY(createP2pTransport(layout, counters));
   const WaitControl& wait = transports_.packets.wait;
-  transports_.lanes = laneComm(layout.laneBlocks, layout.laneSlotBytes, laneScratch_.get(),
-                               deviceCounters_ + counters.lanes, wait);
-  transports_.p2pLanes = laneComm(kMaxP2pChunkLanes, kP2pLaneSlotBytes, p2pLaneScratch_.get(),
-                                  deviceCounters_ + counters.p2pLanes, wait);
+  transports_.chunks = chunkComm(layout.chunkBlocks, layout.chunkSlotBytes, chunkScratch_.get(),
+                                 deviceCounters_ + counters.chunks, wait);
+  transports_.p2pChunks = chunkComm(kMaxP2pChunkParts, kP2pChunkSlotBytes, p2pChunkScratch_.get(),
+                                    deviceCounters_ + counters.p2pChunks, wait);
   if (syncScratch_) {
     transports_.direct.localFlags = static_cast<uint64_t*>(syncScratch_->local());
     transports_.direct.peerFlags = reinterpret_cast<uint64_t* const*>(syncScratch_->devicePeerTable());
@@ -340,7 +342,7 @@ size_t Communicator::releasableBytes() const {
   if (routed_) return 0;
   size_t bytes = deviceAckTable_ ? sizeof(void*) * nranks_ : 0;
   for (const PeerBuffer* buffer :
-       {scratch_.get(), laneScratch_.get(), p2pScratch_.get(), p2pLaneScratch_.get(), syncScratch_.get()})
+       {scratch_.get(), chunkScratch_.get(), p2pScratch_.get(), p2pChunkScratch_.get(), syncScratch_.get()})
     if (buffer) bytes += buffer->deviceBytes();
   return bytes;
 }
@@ -348,7 +350,7 @@ size_t Communicator::releasableBytes() const {
 size_t Communicator::deviceBytes() const {
   if (routed_) return routed_->deviceBytes();
   const size_t counters =
-      deviceCounters_ ? CounterLayout(nranks_, layout_.laneBlocks).words * sizeof(uint64_t) : 0;
+      deviceCounters_ ? CounterLayout(nranks_, layout_.chunkBlocks).words * sizeof(uint64_t) : 0;
   return releasableBytes() + counters + (mapped_ ? mapped_->deviceBytes() : 0);
 }
 
@@ -375,9 +377,9 @@ Status Communicator::suspend() {
 Status Communicator::resume() {
   if (!suspended_) return fail(Status::kInvalidUsage, "ncclCommResume: comm is not suspended");
   MSCCLPP_TRY(createScratch(layout_));
-  // Packet steps, lanes, p2p and zero-copy call counts start again with the zeroed scratch; the stop
+  // Packet steps, chunk channels, p2p and zero-copy call counts start again with the zeroed scratch; the stop
   // word and the ticket (last) keep their values.
-  const CounterLayout counters(nranks_, layout_.laneBlocks);
+  const CounterLayout counters(nranks_, layout_.chunkBlocks);
   MSCCLPP_TRY(zeroDeviceMemory(deviceCounters_, counters.stopped * sizeof(uint64_t)));
   MSCCLPP_TRY(bindScratch(layout_));
   // No rank's kernel writes a peer's scratch before that peer restarted its counters.
@@ -388,30 +390,30 @@ Status Communicator::resume() {
 
 void Communicator::releaseScratch() {
   scratch_.reset();
-  laneScratch_.reset();
+  chunkScratch_.reset();
   p2pScratch_.reset();
-  p2pLaneScratch_.reset();
+  p2pChunkScratch_.reset();
   syncScratch_.reset();
   if (deviceAckTable_) cudaFree(deviceAckTable_);
   deviceAckTable_ = nullptr;
   cudaGetLastError();
 }
 
-LaneComm Communicator::laneComm(int blocks, size_t slotBytes, const PeerBuffer* scratch, uint64_t* counters,
-                                const WaitControl& wait) const {
-  LaneComm lanes{};
-  lanes.rank = rank_;
-  lanes.nranks = nranks_;
-  lanes.blocks = blocks;
-  lanes.slotBytes = slotBytes;
-  lanes.wait = wait;
-  lanes.sent = counters;
-  lanes.received = counters + static_cast<size_t>(blocks) * nranks_;
+ChunkComm Communicator::chunkComm(int blocks, size_t slotBytes, const PeerBuffer* scratch, uint64_t* counters,
+                                  const WaitControl& wait) const {
+  ChunkComm chunks{};
+  chunks.rank = rank_;
+  chunks.nranks = nranks_;
+  chunks.blocks = blocks;
+  chunks.slotBytes = slotBytes;
+  chunks.wait = wait;
+  chunks.sent = counters;
+  chunks.received = counters + static_cast<size_t>(blocks) * nranks_;
   if (scratch) {
-    lanes.localScratch = static_cast<char*>(scratch->local());
-    lanes.peerScratch = reinterpret_cast<char* const*>(scratch->devicePeerTable());
+    chunks.localScratch = static_cast<char*>(scratch->local());
+    chunks.peerScratch = reinterpret_cast<char* const*>(scratch->devicePeerTable());
   }
-  return lanes;
+  return chunks;
 }
 
 Communicator::~Communicator() {
@@ -622,8 +624,8 @@ void Communicator::numberCall(Collective collective, size_t bytes) {
 void Communicator::numberCall(const char* what, size_t bytes) {
   if (!stallWatch_) return;
   const uint64_t number = stallWatch_->beginCall(what, bytes);
-  for (WaitControl* wait : {&transports_.packets.wait, &transports_.p2p.packets.wait, &transports_.lanes.wait,
-                            &transports_.p2pLanes.wait, &transports_.direct.wait})
+  for (WaitControl* wait : {&transports_.packets.wait, &transports_.p2p.packets.wait,
+                            &transports_.chunks.wait, &transports_.p2pChunks.wait, &transports_.direct.wait})
     wait->call = number;
 }
 

@@ -138,19 +138,20 @@ class Communicator final : public CollectiveComm {
  private:
   // What every rank of a native communicator agrees on before it lays out its transports.
   struct NativeLayout {
-    size_t slotPackets = 0;    // packets per scratch slot
-    size_t laneSlotBytes = 0;  // bytes per lane slot (0: no lanes)
-    int laneBlocks = 0;        // lanes per pair of ranks
-    bool mapsBuffers = false;  // zero-copy on buffers outside windows (every rank allows it)
+    size_t slotPackets = 0;     // packets per scratch slot
+    size_t chunkSlotBytes = 0;  // bytes per chunk slot (0: no chunk channels)
+    int chunkBlocks = 0;        // chunk channels per pair of ranks
+    bool mapsBuffers = false;   // zero-copy on buffers outside windows (every rank allows it)
   };
   // Where each kernel family's counters lie, in words of the one allocation of device counters.
   struct CounterLayout {
-    CounterLayout(int nranks, int laneBlocks);
-    size_t steps = 0, blocksDone = 0;           // collective packet steps per block; blocks done
-    size_t p2pSend = 0, p2pRecv = 0;            // p2p packet steps per peer and block
-    size_t lanes = 0, calls = 0, p2pLanes = 0;  // collective lanes, zero-copy calls per block, p2p lanes
-    size_t stopped = 0, ticket = 0;             // the stop word, the call ticket
-    size_t words = 0;                           // all of them
+    CounterLayout(int nranks, int chunkBlocks);
+    size_t steps = 0, blocksDone = 0;  // collective packet steps per block; blocks done
+    size_t p2pSend = 0, p2pRecv = 0;   // p2p packet steps per peer and block
+    size_t chunks = 0, calls = 0,
+           p2pChunks = 0;  // collective chunk channels, zero-copy calls per block, p2p chunk channels
+    size_t stopped = 0, ticket = 0;  // the stop word, the call ticket
+    size_t words = 0;                // all of them
   };
 
   Communicator() = default;
@@ -186,9 +187,10 @@ class Communicator final : public CollectiveComm {
   // is being captured (as beginCall found it).
   MappedCall describeBuffers(const void* send, size_t sendBytes, const void* recv, size_t recvBytes,
                              uint64_t ticket, bool* capturing);
-  // Lanes of `blocks` per pair over `scratch` (null: none), their counters at `counters` ([sent][received]).
-  LaneComm laneComm(int blocks, size_t slotBytes, const PeerBuffer* scratch, uint64_t* counters,
-                    const WaitControl& wait) const;
+  // Chunk channels, `blocks` per pair, over `scratch` (null: none), their counters at `counters`
+  // ([sent][received]).
+  ChunkComm chunkComm(int blocks, size_t slotBytes, const PeerBuffer* scratch, uint64_t* counters,
+                      const WaitControl& wait) const;
 
   int rank_ = 0;
   int nranks_ = 0;
@@ -197,15 +199,16 @@ class Communicator final : public CollectiveComm {
   bool suspended_ = false;  // scratch released by suspend()
   std::unique_ptr<Bootstrap> bootstrap_;
   Topology topology_;
-  std::unique_ptr<PeerBuffer> scratch_;         // packet slots of the collectives
-  std::unique_ptr<PeerBuffer> laneScratch_;     // lane slots and semaphores (null past kMaxLaneRanks ranks)
-  std::unique_ptr<PeerBuffer> p2pScratch_;      // p2p data slots, then the ack packets
-  std::unique_ptr<PeerBuffer> p2pLaneScratch_;  // lanes of large p2p transfers (null past kMaxLaneRanks)
-  std::unique_ptr<PeerBuffer> syncScratch_;     // zero-copy barrier flags (null past kMaxZeroCopyRanks)
-  int* hostFlags_ = nullptr;                    // [0] abort, [1] kernel error; host-mapped
-  std::atomic<int> lostRank_{-1};               // the first peer found gone
-  AbortLink childSetups_;                       // ncclCommSplit/Shrink children being set up
-  uint64_t* deviceCounters_ = nullptr;          // collective steps, blocks done, p2p steps per peer and lane
+  std::unique_ptr<PeerBuffer> scratch_;       // packet slots of the collectives
+  std::unique_ptr<PeerBuffer> chunkScratch_;  // chunk slots and semaphores (null past kMaxChunkRanks ranks)
+  std::unique_ptr<PeerBuffer> p2pScratch_;    // p2p data slots, then the ack packets
+  std::unique_ptr<PeerBuffer>
+      p2pChunkScratch_;  // chunk channels of large p2p transfers (null past kMaxChunkRanks)
+  std::unique_ptr<PeerBuffer> syncScratch_;  // zero-copy barrier flags (null past kMaxZeroCopyRanks)
+  int* hostFlags_ = nullptr;                 // [0] abort, [1] kernel error; host-mapped
+  std::atomic<int> lostRank_{-1};            // the first peer found gone
+  AbortLink childSetups_;                    // ncclCommSplit/Shrink children being set up
+  uint64_t* deviceCounters_ = nullptr;       // collective steps, blocks done, p2p steps per peer and channel
   Transports transports_{};
   void** deviceAckTable_ = nullptr;
   AlgorithmSelector selector_;

@@ -1,5 +1,5 @@
 // Cost of the pieces of an eager call, one process, one stream: an empty kernel launch with a small
-// parameter, with a 3 KiB one (the size of the point-to-point kernel's lanes), with the early-launch
+// parameter, with a 3 KiB one (the size of the point-to-point kernel's transfer parts), with the early-launch
 // attribute (also with 512 threads, as the library's kernels), and a cudaEventRecord. Each is timed over
 // many back-to-back calls, the stream drained between kinds: host time per call (until the last call
 // returns), and drained time per call (until the stream is idle), which is the GPU's pace where it

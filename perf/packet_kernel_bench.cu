@@ -34,10 +34,10 @@
 #include "native/algorithms/allreduce.h"
 #include "native/algorithms/exchange.h"
 #include "native/algorithms/kernel_launch.h"
-#include "native/algorithms/packet_kernel.cuh"
-#include "native/algorithms/packet_layout.h"
 #include "native/collective_plans.h"
 #include "native/device/dependent_launch.cuh"
+#include "native/primitives/packet_layout.h"
+#include "native/primitives/packet_primitives.cuh"
 
 using namespace mscclpp_nccl;
 

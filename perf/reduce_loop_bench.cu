@@ -17,7 +17,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "native/algorithms/lane_kernel.cuh"
+#include "native/primitives/chunk_primitives.cuh"
 
 using namespace mscclpp_nccl;
 

@@ -1,7 +1,7 @@
 // Test driver for the algorithm selector (tests/test_selector.py builds it with g++ and the CUDA headers;
 // no GPU is used).
 //
-//   selector_driver GPU_NAME NRANKS RANKS_PER_GPU RESIDENT_BLOCKS LANE_SLOT_BYTES SLOT_PACKETS
+//   selector_driver GPU_NAME NRANKS RANKS_PER_GPU RESIDENT_BLOCKS CHUNK_SLOT_BYTES SLOT_PACKETS
 //     Sets a selector up as a communicator would (MSCCLPP_NCCL_ALGO and MSCCLPP_NCCL_TUNING_FILE come from
 //     the environment), then answers choices read from stdin, one per line: "collective elementBytes
 //     bytes [registered]" (registered: 1 when the buffers lie in mapped windows), with "algorithm blocks
@@ -58,18 +58,18 @@ Status launchAllReduceOneShotPacket(const PacketComm&, const AllReduceArgs&, Lau
 Status launchAllReduceTwoShotPacket(const PacketComm&, const AllReduceArgs&, LaunchShape, cudaStream_t) {
   return notLinked();
 }
-Status launchAllReduceTwoShotChunked(const LaneComm&, const AllReduceArgs&, LaunchShape, cudaStream_t) {
+Status launchAllReduceTwoShotChunked(const ChunkComm&, const AllReduceArgs&, LaunchShape, cudaStream_t) {
   return notLinked();
 }
 Status launchAllReduceZeroCopy(const ZeroCopyComm&, const AllReduceArgs&, const PeerBuffers&,
                                const PeerBuffers&, LaunchShape, cudaStream_t) {
   return notLinked();
 }
-Status launchAllReduceMapped(const ZeroCopyComm&, const LaneComm&, const AllReduceArgs&, const MappedCall&,
+Status launchAllReduceMapped(const ZeroCopyComm&, const ChunkComm&, const AllReduceArgs&, const MappedCall&,
                              LaunchShape, LaunchShape, cudaStream_t) {
   return notLinked();
 }
-Status launchExchangeMapped(const ZeroCopyComm&, const LaneComm&, const ExchangeArgs&, const MappedCall&,
+Status launchExchangeMapped(const ZeroCopyComm&, const ChunkComm&, const ExchangeArgs&, const MappedCall&,
                             LaunchShape, LaunchShape, cudaStream_t) {
   return notLinked();
 }
@@ -77,7 +77,7 @@ Status launchP2p(const P2pComm&, const std::vector<P2pOp>& ops, int, int, uint64
   if (ticket != 0) printf("ticket %d\n", launchedKernels);
   return recordKernel("packet", ops);
 }
-Status launchP2pChunked(const LaneComm&, const std::vector<P2pOp>& ops, int, int, cudaStream_t) {
+Status launchP2pChunked(const ChunkComm&, const std::vector<P2pOp>& ops, int, int, cudaStream_t) {
   return recordKernel("chunked", ops);
 }
 Status launchExchange(const PacketComm&, const ExchangeArgs&, LaunchShape, cudaStream_t) {
@@ -86,7 +86,7 @@ Status launchExchange(const PacketComm&, const ExchangeArgs&, LaunchShape, cudaS
 Status launchReduceTwoShotPacket(const PacketComm&, const ExchangeArgs&, LaunchShape, cudaStream_t) {
   return notLinked();
 }
-Status launchExchangeChunked(const LaneComm&, const ExchangeArgs&, LaunchShape, cudaStream_t) {
+Status launchExchangeChunked(const ChunkComm&, const ExchangeArgs&, LaunchShape, cudaStream_t) {
   return notLinked();
 }
 
@@ -100,13 +100,13 @@ void printChoice(const mscclpp_nccl::Choice& choice) {
 
 int main(int argc, char** argv) {
   if (argc != 7) {
-    fprintf(stderr, "usage: %s GPU_NAME NRANKS RANKS_PER_GPU RESIDENT_BLOCKS LANE_SLOT_BYTES SLOT_PACKETS\n",
+    fprintf(stderr, "usage: %s GPU_NAME NRANKS RANKS_PER_GPU RESIDENT_BLOCKS CHUNK_SLOT_BYTES SLOT_PACKETS\n",
             argv[0]);
     return 2;
   }
   mscclpp_nccl::AlgorithmSelector selector;
   selector.init(argv[1], atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
-  selector.setLaneSlotBytes(strtoull(argv[5], nullptr, 10));
+  selector.setChunkSlotBytes(strtoull(argv[5], nullptr, 10));
   selector.setSlotPackets(strtoull(argv[6], nullptr, 10));
   selector.setEarlyLaunch(true);
   selector.setMapsBuffers(true);
@@ -119,10 +119,10 @@ int main(int argc, char** argv) {
       size_t bytes = 0;
       words >> name >> rank >> bytes;
       mscclpp_nccl::Transports transports{};
-      static char scratch;  // lanes exist: chunked transfers are possible
-      transports.p2p.packets.rank = transports.p2pLanes.rank = rank;
-      transports.p2p.packets.nranks = transports.p2pLanes.nranks = nranks;
-      transports.p2pLanes.localScratch = &scratch;
+      static char scratch;  // chunk channels exist: chunked transfers are possible
+      transports.p2p.packets.rank = transports.p2pChunks.rank = rank;
+      transports.p2p.packets.nranks = transports.p2pChunks.nranks = nranks;
+      transports.p2pChunks.localScratch = &scratch;
       std::vector<mscclpp_nccl::P2pOp> ops;
       for (int peer = 0; peer < nranks; ++peer) {
         if (peer == rank) continue;

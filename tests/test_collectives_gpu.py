@@ -39,7 +39,7 @@ def test_collectives_forced_algorithm(variant: str, nranks: int) -> None:
     assert_all_passed(output, FORCED_SCENARIOS, nranks)
 
 
-# Send/recv over lanes at every size (the rules use them above 1 MB): tiny, odd and zero-byte transfers,
+# Send/recv in chunks at every size (the rules use them above 1 MB): tiny, odd and zero-byte transfers,
 # transfers to self beside them, alltoallv groups, repeated peers, graphs.
 P2P_CHUNKED_SCENARIOS = ["p2p", "groups", "graph"]
 
@@ -50,11 +50,11 @@ def test_p2p_chunked_forced(nranks: int) -> None:
     env = {"MSCCLPP_NCCL_ALGO": "sendrecv=p2p_chunked", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "TUNING"}
     output = run_ranks(nranks, WORKER, *P2P_CHUNKED_SCENARIOS, env=env)
     assert_all_passed(output, P2P_CHUNKED_SCENARIOS, nranks)
-    assert ": p2p_chunked (forced)" in output, "no transfer went over lanes"
+    assert ": p2p_chunked (forced)" in output, "no transfer went in chunks"
 
 
-# More peers than one kernel's lanes hold: at 10 ranks an all-to-all group of large transfers has 18 of
-# 8 lanes each (144 > kMaxP2pLanes), so a group runs as several kernels, by peer distance.
+# More parts than one kernel holds: at 10 ranks an all-to-all group of large transfers has 18 of
+# 8 parts each (144 > kMaxP2pParts), so a group runs as several kernels, by peer distance.
 @pytest.mark.gpu
 def test_p2p_many_peers() -> None:
     assert_all_passed(run_ranks(10, WORKER, "p2p"), ["p2p"], 10)

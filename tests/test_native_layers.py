@@ -1,6 +1,7 @@
-"""The C++ tree reads in layers, and every #include points down them: common, then device primitives,
-the bootstrap, transports, algorithms, the stock-NCCL fallback, the communicator (native/*.cc), and the
-shim on top. A header that reached up would tie a lower layer to everything above it."""
+"""The C++ tree reads in layers, and every #include points down them: common, then device code (memory
+orderings, waits, reductions), the protocols' primitives (packets and chunks: their scratch layouts and
+verbs), the bootstrap, transports, algorithms, the stock-NCCL fallback, the communicator (native/*.cc),
+and the shim on top. A header that reached up would tie a lower layer to everything above it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # Lowest first. "native" is the communicator layer: the files directly in native/.
-LAYERS = ["common", "device", "bootstrap", "transport", "algorithms", "fallback", "native", "shim"]
+LAYERS = [
+    "common",
+    "device",
+    "primitives",
+    "bootstrap",
+    "transport",
+    "algorithms",
+    "fallback",
+    "native",
+    "shim",
+]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"((?:native|shim)/[^"]+)"', re.MULTILINE)
 
 

@@ -22,7 +22,7 @@ from mscclpp_nccl.bench.collectives import COLLECTIVES
 SHIPPED = REPO / "mscclpp_nccl" / "tuning" / "default.json"
 NO_TABLE = "/nonexistent/tuning.json"
 H200 = "NVIDIA H200"
-# (nranks, ranks per GPU, resident blocks, lane slot bytes, slot packets) as communicators derive them.
+# (nranks, ranks per GPU, resident blocks, chunk slot bytes, slot packets) as communicators derive them.
 LAYOUTS = [
     (2, 2, 44, 131072, 4096),
     (4, 4, 22, 126976, 2048),

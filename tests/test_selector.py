@@ -1,7 +1,7 @@
 """CPU tests of the algorithm selector: tests/selector_driver.cc (the selector, registry and tuning table,
 no kernels) is built with g++ against the CUDA headers and asked for choices as communicators of several
 shapes would ask. Checks the built-in rules, the shipped table, MSCCLPP_NCCL_ALGO, and that every launch
-shape stays inside what the kernels accept (grid caps, whole packet words or 16-byte lane units, slots)."""
+shape stays inside what the kernels accept (grid caps, whole packet words or 16-byte chunk units, slots)."""
 
 from __future__ import annotations
 
@@ -34,15 +34,15 @@ H200 = "NVIDIA H200"
 SHIPPED = REPO / "mscclpp_nccl" / "tuning" / "default.json"
 NO_TABLE = "/nonexistent/tuning.json"
 PACKET_THREADS = 512  # kPacketThreads
-LANE_THREADS = 512  # kLaneThreads
+CHUNK_THREADS = 512  # kChunkThreads
 MAX_PACKET_BLOCKS = 32  # kMaxPacketBlocks
-MAX_LANE_BLOCKS = 64  # kMaxLaneBlocks
+MAX_CHUNK_BLOCKS = 64  # kMaxChunkBlocks
 CHUNKED = ("allreduce_two_shot_chunked", "exchange_chunked", "p2p_chunked")
 ZERO_COPY = "allreduce_zero_copy"
 MAX_ZERO_COPY_BLOCKS = 64  # kMaxZeroCopyBlocks
 ZERO_COPY_THREADS = 512  # kZeroCopyThreads
 ZERO_COPY_MIN_BYTES = 1 << 20  # kZeroCopyMinBytes
-P2P_PACKET_MAX_BYTES = 1 << 20  # kP2pPacketMaxBytes: larger transfers go over lanes
+P2P_PACKET_MAX_BYTES = 1 << 20  # kP2pPacketMaxBytes: larger transfers go in chunks
 EARLY_LAUNCH_MAX_BLOCKS = 32  # kEarlyLaunchMaxBlocks
 
 
@@ -53,26 +53,26 @@ class Comm:
     nranks: int
     ranks_per_gpu: int
     resident_blocks: int  # SMs / ranks per GPU
-    lane_slot_bytes: int
+    chunk_slot_bytes: int
     slot_packets: int
 
     @property
-    def lane_blocks(self) -> int:
-        return min(self.resident_blocks, MAX_LANE_BLOCKS)
+    def chunk_blocks(self) -> int:
+        return min(self.resident_blocks, MAX_CHUNK_BLOCKS)
 
     def args(self) -> list[str]:
         numbers = [
             self.nranks,
             self.ranks_per_gpu,
             self.resident_blocks,
-            self.lane_slot_bytes,
+            self.chunk_slot_bytes,
             self.slot_packets,
         ]
         return [H200, *map(str, numbers)]
 
 
 # 132 SMs shared by 2, 4, 8 and 9 ranks, one communicator each: the grid whose running and parked
-# kernels fit the rank's share (66, 33, 16, 14 blocks; native/transport/block_share.h); lane slots as
+# kernels fit the rank's share (66, 33, 16, 14 blocks; native/transport/block_share.h); chunk slots as
 # the default 32 MiB budget gives them.
 COMMS = {
     2: Comm(2, 2, 44, 131072, 4096),
@@ -127,9 +127,9 @@ def assert_launchable(choice: Choice, comm: Comm) -> None:
         assert 1 <= choice.blocks <= min(comm.resident_blocks, MAX_ZERO_COPY_BLOCKS), choice
         assert 32 <= choice.threads <= ZERO_COPY_THREADS and choice.threads % 32 == 0, choice
     elif choice.algorithm in CHUNKED:
-        assert 1 <= choice.blocks <= comm.lane_blocks, choice
-        assert 32 <= choice.threads <= LANE_THREADS and choice.threads % 32 == 0, choice
-        assert 16 <= choice.chunk_bytes <= comm.lane_slot_bytes and choice.chunk_bytes % 16 == 0, choice
+        assert 1 <= choice.blocks <= comm.chunk_blocks, choice
+        assert 32 <= choice.threads <= CHUNK_THREADS and choice.threads % 32 == 0, choice
+        assert 16 <= choice.chunk_bytes <= comm.chunk_slot_bytes and choice.chunk_bytes % 16 == 0, choice
     else:
         assert 1 <= choice.blocks <= min(comm.resident_blocks, MAX_PACKET_BLOCKS), choice
         assert 32 <= choice.threads <= PACKET_THREADS and choice.threads % 32 == 0, choice
@@ -171,12 +171,12 @@ def test_every_shape_is_launchable(driver: Path, nranks: int) -> None:
 
 
 def test_default_chunked_shape(driver: Path) -> None:
-    """Chunked defaults: a block per 16 KiB of the per-rank range (within the lane count), the range
+    """Chunked defaults: a block per 16 KiB of the per-rank range (within the chunk channel count), the range
     split evenly in whole units, at most a slot."""
     comm = COMMS[4]
     [big, small] = choose(driver, comm, ["all_reduce 2 33554432", "all_gather 2 1048577"])
-    assert (big.blocks, big.chunk_bytes) == (comm.lane_blocks, comm.lane_slot_bytes)
-    assert small.algorithm == "exchange_chunked" and small.blocks == comm.lane_blocks == 22
+    assert (big.blocks, big.chunk_bytes) == (comm.chunk_blocks, comm.chunk_slot_bytes)
+    assert small.algorithm == "exchange_chunked" and small.blocks == comm.chunk_blocks == 22
     per_block = -(-((1 << 20) + 1) // 22)
     assert small.chunk_bytes == -(-per_block // 16) * 16 == 47664
 
@@ -187,8 +187,8 @@ def test_forced_shapes_are_clamped(driver: Path) -> None:
     [ar, ag] = choose(driver, comm, ["all_reduce 2 1024", "all_gather 2 4096"], algo=algo)
     assert (ar.algorithm, ar.blocks, ar.threads, ar.chunk_bytes, ar.source) == (
         "allreduce_two_shot_chunked",
-        comm.lane_blocks,
-        LANE_THREADS,
+        comm.chunk_blocks,
+        CHUNK_THREADS,
         1008,
         "forced",
     )
@@ -218,8 +218,9 @@ def test_a_bad_forced_item_refuses_the_whole_setting(driver: Path) -> None:
     assert (choice.algorithm, choice.source) == ("allreduce_two_shot_chunked", "forced")
 
 
-def test_no_lanes_means_no_chunked_algorithm(driver: Path) -> None:
-    """Past kMaxLaneRanks ranks there are no lanes: neither the rules nor MSCCLPP_NCCL_ALGO pick them."""
+def test_no_chunk_channels_means_no_chunked_algorithm(driver: Path) -> None:
+    """Past kMaxChunkRanks ranks there are no chunk channels: neither the rules nor MSCCLPP_NCCL_ALGO pick
+    them."""
     comm = Comm(65, 1, 132, 0, 32)
     for algo in ("", "allreduce_two_shot_chunked,exchange_chunked,p2p_chunked"):
         queries = ["all_reduce 4 1073741824", "all_gather 4 1073741824", "sendrecv 4 1073741824"]
@@ -532,15 +533,15 @@ def send_recv_plan(
     return plans
 
 
-P2P_TRANSFER_LANES = {"packet": 8, "chunked": 16}  # kMaxP2pLaneBlocks, kMaxP2pChunkLanes
-P2P_KERNEL_LANES = 128  # kMaxP2pLanes
+P2P_TRANSFER_PARTS = {"packet": 8, "chunked": 16}  # kMaxP2pPacketParts, kMaxP2pChunkParts
+P2P_KERNEL_PARTS = 128  # kMaxP2pParts
 
 
 @pytest.mark.parametrize("nranks", [2, 9, 10, 33])
 @pytest.mark.parametrize("size", [4096, 8 << 20])
 def test_send_recv_kernels_pair_up(driver: Path, nranks: int, size: int) -> None:
     """Every send runs in the kernel (by launch order) that holds its receive on the peer, whatever
-    the number of ranks, and no kernel holds more transfers than its lanes allow."""
+    the number of ranks, and no kernel holds more transfer parts than it can."""
     comm = Comm(nranks, nranks, max(1, 132 // nranks), 131072, 1024)
     plans = send_recv_plan(driver, comm, size)
     path = "chunked" if size > P2P_PACKET_MAX_BYTES else "packet"
@@ -553,9 +554,9 @@ def test_send_recv_kernels_pair_up(driver: Path, nranks: int, size: int) -> None
         per_kernel: dict[tuple[str, int], int] = {}
         for where in plan.values():
             per_kernel[where] = per_kernel.get(where, 0) + 1
-        assert max(per_kernel.values()) * P2P_TRANSFER_LANES[path] <= P2P_KERNEL_LANES, per_kernel
-        # No more kernels than the lanes demand: each holds a send and a receive per distance it covers.
-        distances_per_kernel = P2P_KERNEL_LANES // (2 * P2P_TRANSFER_LANES[path])
+        assert max(per_kernel.values()) * P2P_TRANSFER_PARTS[path] <= P2P_KERNEL_PARTS, per_kernel
+        # No more kernels than the parts demand: each holds a send and a receive per distance it covers.
+        distances_per_kernel = P2P_KERNEL_PARTS // (2 * P2P_TRANSFER_PARTS[path])
         assert len(per_kernel) == -(-(nranks - 1) // distances_per_kernel), per_kernel
 
 

@@ -823,7 +823,7 @@ def test_shipped_table(driver: Path, tmp_path: Path) -> None:
         "none",
         ONE_SHOT,
         "reduce_two_shot_packet",  # the two-shot reduce at 8 ranks, 256-512 KB
-        "exchange_packet",  # packets beat lanes at 2 ranks up to 2 MB broadcasts
+        "exchange_packet",  # packets beat chunks at 2 ranks up to 2 MB broadcasts
         "exchange_packet",
     ]
     assert answers[0].split()[1] == "0" and answers[8].split()[1] == "8"  # 8 blocks from 4 to 16 KB

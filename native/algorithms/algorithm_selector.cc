@@ -19,11 +19,11 @@ constexpr size_t kOneShotMaxBytes = 64 * 1024;
 // sizes the chunks' bandwidth wins (all-reduce: the message; exchanges: the range per rank).
 constexpr size_t kTwoShotPacketMaxBytes = 1 << 20;
 constexpr size_t kExchangePacketMaxBytes = 512 * 1024;
-// Send/recv: above this a transfer moves in chunks on lanes (packets waste half of every store on
+// Send/recv: above this a transfer moves in chunks (packets waste half of every store on
 // flags, which NVLink feels most).
 constexpr size_t kP2pPacketMaxBytes = 1 << 20;
 // Default chunked grid: one block per this many bytes of the range each rank moves per peer.
-constexpr size_t kLaneBlockBytes = 16 * 1024;
+constexpr size_t kChunkBlockBytes = 16 * 1024;
 // Zero-copy pays two barriers per call (12-14 us at 4 ranks on one H200, 7 at 2, 16-20 at 8) where
 // packets pay flags: from this size on (windows only) moving the message once wins (measured crossover
 // between 512 KB and 2 MB at 2, 4 and 8 ranks).
@@ -142,22 +142,22 @@ LaunchShape AlgorithmSelector::gridFor(const Algorithm& algorithm, const TuningC
     shape.chunkBytes = std::clamp<size_t>(chunk, 1, slotPackets_) * kPacketPayloadBytes;
     return shape;
   }
-  // Default grid: a block per kLaneBlockBytes of the range; chunks split the range evenly over the
+  // Default grid: a block per kChunkBlockBytes of the range; chunks split the range evenly over the
   // blocks, in whole units, at most a slot.
-  size_t blocks = choice.blocks > 0 ? choice.blocks : (range + kLaneBlockBytes - 1) / kLaneBlockBytes;
-  shape.blocks = static_cast<int>(std::clamp<size_t>(blocks, 1, laneBlocks()));
-  int threads = choice.threads > 0 ? choice.threads / 32 * 32 : kLaneThreads;
-  shape.threads = std::clamp(threads, 32, kLaneThreads);
+  size_t blocks = choice.blocks > 0 ? choice.blocks : (range + kChunkBlockBytes - 1) / kChunkBlockBytes;
+  shape.blocks = static_cast<int>(std::clamp<size_t>(blocks, 1, chunkBlocks()));
+  int threads = choice.threads > 0 ? choice.threads / 32 * 32 : kChunkThreads;
+  shape.threads = std::clamp(threads, 32, kChunkThreads);
   size_t chunk = choice.chunkBytes > 0 ? choice.chunkBytes : (range + shape.blocks - 1) / shape.blocks;
-  chunk = (chunk + kLaneAlignment - 1) / kLaneAlignment * kLaneAlignment;
-  shape.chunkBytes = std::clamp<size_t>(chunk, kLaneAlignment, laneSlotBytes_);
+  chunk = (chunk + kChunkAlignment - 1) / kChunkAlignment * kChunkAlignment;
+  shape.chunkBytes = std::clamp<size_t>(chunk, kChunkAlignment, chunkSlotBytes_);
   return shape;
 }
 
 bool AlgorithmSelector::usable(const Algorithm& algorithm, Collective collective, size_t bytes,
                                bool registered) const {
   return algorithm.accepts(collective, nranks_, bytes, registered) &&
-         (algorithm.protocol != Protocol::kChunked || laneSlotBytes_ >= kLaneAlignment);
+         (algorithm.protocol != Protocol::kChunked || chunkSlotBytes_ >= kChunkAlignment);
 }
 
 Choice AlgorithmSelector::choose(Collective collective, size_t elementBytes, size_t bytes,

@@ -54,8 +54,9 @@ class AlgorithmSelector {
   void init(const std::string& gpuName, int nranks, int ranksPerGpu, int residentBlocks);
   // Packets per scratch slot: the largest chunk a packet kernel's block moves per peer and step.
   void setSlotPackets(size_t slotPackets) { slotPackets_ = slotPackets; }
-  // Bytes of one lane slot, the largest chunk of a chunked kernel (0: no lanes, no chunked algorithms).
-  void setLaneSlotBytes(size_t slotBytes) { laneSlotBytes_ = slotBytes; }
+  // Bytes of one chunk slot, the largest chunk of a chunked kernel (0: no chunk channels, no chunked
+  // algorithms).
+  void setChunkSlotBytes(size_t slotBytes) { chunkSlotBytes_ = slotBytes; }
   // Whether small grids may start while the stream's previous kernel runs (kernel_launch.h).
   void setEarlyLaunch(bool allowed) { earlyLaunch_ = allowed; }
   // The largest grid from the next call on (transport/block_share.h: a parent gives blocks to a split child).
@@ -84,8 +85,8 @@ class AlgorithmSelector {
   LaunchShape mappedShape(size_t bytes, const LaunchShape& scratch) const;
   // The largest grid of a packet kernel (p2p included).
   int maxBlocks() const { return std::min(residentBlocks_, kMaxPacketBlocks); }
-  // Lanes per pair of ranks: the largest grid of a chunked kernel.
-  int laneBlocks() const { return std::min(residentBlocks_, kMaxLaneBlocks); }
+  // Chunk channels per pair of ranks: the largest grid of a chunked kernel.
+  int chunkBlocks() const { return std::min(residentBlocks_, kMaxChunkBlocks); }
   // The largest grid of a zero-copy kernel.
   int directBlocks() const { return std::min(residentBlocks_, kMaxZeroCopyBlocks); }
   // The largest grid launched early (0: none). A kernel launched early parks on SMs while the previous
@@ -102,7 +103,7 @@ class AlgorithmSelector {
   bool earlyLaunch_ = false;
   bool mapsBuffers_ = false;
   size_t slotPackets_ = 1;
-  size_t laneSlotBytes_ = 0;
+  size_t chunkSlotBytes_ = 0;
   ForcedAlgorithms forced_{};
   TuningTable table_;
   uint64_t fingerprint_ = 0;

@@ -5,11 +5,11 @@
 
 #include <cstddef>
 
-#include "native/algorithms/lanes.h"
-#include "native/algorithms/packet_layout.h"
 #include "native/algorithms/zero_copy.h"
 #include "native/common/data_type.h"
 #include "native/common/status.h"
+#include "native/primitives/chunk_layout.h"
+#include "native/primitives/packet_layout.h"
 
 namespace mscclpp_nccl {
 
@@ -23,7 +23,7 @@ struct AllReduceArgs {
 };
 
 // How a kernel is launched: its grid, and how many bytes each block moves per peer in one step (at
-// most the scratch slot of its protocol, a whole number of packet payloads or lane units; smaller
+// most the scratch slot of its protocol, a whole number of packet payloads or 16-byte chunk units; smaller
 // chunks mean more, shorter steps).
 struct LaunchShape {
   int blocks;
@@ -59,13 +59,13 @@ Status launchAllReduceOneShotPacket(const PacketComm& comm, const AllReduceArgs&
 Status launchAllReduceTwoShotPacket(const PacketComm& comm, const AllReduceArgs& args, LaunchShape shape,
                                     cudaStream_t stream);
 
-// Two-shot over lanes: the same two phases in plain 16-byte chunks with semaphores, the reduced
+// Two-shot in chunks: the same two phases in plain 16-byte chunks with semaphores, the reduced
 // chunk written to every peer in the pass that computes it. For large messages.
-Status launchAllReduceTwoShotChunked(const LaneComm& comm, const AllReduceArgs& args, LaunchShape shape,
+Status launchAllReduceTwoShotChunked(const ChunkComm& comm, const AllReduceArgs& args, LaunchShape shape,
                                      cudaStream_t stream);
 // Its schedule for a grid of `shape`: the segment each rank owns, and the rounds of chunks.
-Status allReduceLaneSchedule(const LaneComm& comm, const AllReduceArgs& args, LaunchShape shape,
-                             size_t* segmentBytes, LaneSchedule* schedule);
+Status allReduceChunkSchedule(const ChunkComm& comm, const AllReduceArgs& args, LaunchShape shape,
+                              size_t* segmentBytes, ChunkSchedule* schedule);
 
 // Zero-copy two-shot for buffers in windows: rank r reads segment r of every rank's input directly,
 // reduces it and writes it into every rank's output. One read and one write of the message per rank.
@@ -75,9 +75,9 @@ Status launchAllReduceZeroCopy(const ZeroCopyComm& comm, const AllReduceArgs& ar
 
 // Zero-copy for buffers anywhere: every rank posts where its peers find its buffers (`mine`) and, where
 // every rank's are mapped by every peer, all go zero-copy as above. Else none does, and the same kernel
-// runs the two-shot chunked schedule over `lanes` for a grid of `scratch`. One kernel on `shape`, whose
+// runs the two-shot chunked schedule over `chunks` for a grid of `scratch`. One kernel on `shape`, whose
 // grid is at least scratch's (AlgorithmSelector::mappedShape).
-Status launchAllReduceMapped(const ZeroCopyComm& comm, const LaneComm& lanes, const AllReduceArgs& args,
+Status launchAllReduceMapped(const ZeroCopyComm& comm, const ChunkComm& chunks, const AllReduceArgs& args,
                              const MappedCall& mine, LaunchShape shape, LaunchShape scratch,
                              cudaStream_t stream);
 

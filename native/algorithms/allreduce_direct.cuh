@@ -5,17 +5,17 @@
 
 #include "native/algorithms/allreduce.h"
 #include "native/algorithms/kernel_launch.h"
-#include "native/algorithms/lane_kernel.cuh"
-#include "native/algorithms/packet_kernel.cuh"
 #include "native/algorithms/zero_copy_kernel.cuh"
 #include "native/common/logging.h"
+#include "native/primitives/chunk_primitives.cuh"
+#include "native/primitives/packet_primitives.cuh"
 
 namespace mscclpp_nccl {
 
 // Rank r owns segment r of the message (`segmentBytes`, a multiple of 16); block b of every rank takes
 // bytes [b * blockBytes, (b + 1) * blockBytes) of its rank's segment. It reads that part of every
 // rank's input directly, reduces it in rank order and stores the result into every rank's output: each
-// rank reads and writes the message once, against five times through lane scratch. In place works:
+// rank reads and writes the message once, against five times through chunk scratch. In place works:
 // only segment r's owner touches segment r, and it reads every unit before writing it.
 struct DirectPart {
   const char* inputs[kMaxZeroCopyRanks];  // every rank's input, at this block's part
@@ -80,8 +80,8 @@ template <typename Kernel, typename... Buffers>
 Status launchDirect(Kernel kernel, const ZeroCopyComm& comm, const AllReduceArgs& args, LaunchShape shape,
                     cudaStream_t stream, const Buffers&... buffers) {
   const size_t segmentBytes =
-      divCeil(divCeil(args.count * dataTypeSize(args.type), comm.nranks), kLaneAlignment) * kLaneAlignment;
-  const size_t blockBytes = divCeil(divCeil(segmentBytes, shape.blocks), kLaneAlignment) * kLaneAlignment;
+      divCeil(divCeil(args.count * dataTypeSize(args.type), comm.nranks), kChunkAlignment) * kChunkAlignment;
+  const size_t blockBytes = divCeil(divCeil(segmentBytes, shape.blocks), kChunkAlignment) * kChunkAlignment;
   return launched(launchKernel(kernel, shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic,
                                stream, comm, args, buffers..., segmentBytes, blockBytes),
                   "all-reduce (zero-copy)");

@@ -11,18 +11,18 @@ namespace {
 // pushes both to spill (ptxas: 268 bytes of spill stores for bf16); called, the zero-copy path spills
 // nothing, and the scratch path, taken only until the peers have mapped the buffers, pays the call.
 template <typename T, typename Op>
-__device__ __noinline__ void allReduceScratchFallback(const LaneComm& lanes, const AllReduceArgs& args,
-                                                      size_t segmentBytes, const LaneSchedule& schedule) {
-  allReduceTwoShotChunked<T, Op>(lanes, args, segmentBytes, schedule);
+__device__ __noinline__ void allReduceScratchFallback(const ChunkComm& chunks, const AllReduceArgs& args,
+                                                      size_t segmentBytes, const ChunkSchedule& schedule) {
+  allReduceTwoShotChunked<T, Op>(chunks, args, segmentBytes, schedule);
 }
 
 // Any buffers: where every rank's are mapped by every peer (zero_copy_kernel.cuh), the direct all-reduce
-// (allreduce_direct.cuh); else the two-shot chunked schedule over `lanes`
+// (allreduce_direct.cuh); else the two-shot chunked schedule over `chunks`
 // (allreduce_two_shot_chunked.cuh), in this kernel.
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kZeroCopyThreads)
-    allReduceMappedKernel(ZeroCopyComm comm, AllReduceArgs args, MappedCall mine, LaneComm lanes,
-                          LaneSchedule scratch, size_t segmentBytes, size_t blockBytes, bool early) {
+    allReduceMappedKernel(ZeroCopyComm comm, AllReduceArgs args, MappedCall mine, ChunkComm chunks,
+                          ChunkSchedule scratch, size_t segmentBytes, size_t blockBytes, bool early) {
   enterKernel(early);
   __shared__ DirectPart part;
   const int me = comm.rank;
@@ -50,13 +50,13 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
   if (agreed == MappedAgreement::kZeroCopy)
     reduceAndFinish<T, Op>(comm, args, part, call, wait);
   else if (agreed == MappedAgreement::kScratch)
-    allReduceScratchFallback<T, Op>(lanes, args, segmentBytes, scratch);
+    allReduceScratchFallback<T, Op>(chunks, args, segmentBytes, scratch);
   // kFailed: the call raised an error and moves nothing (zero_copy_kernel.cuh: agreeOnMappedCall).
 }
 
 }  // namespace
 
-using AllReduceMappedKernel = void (*)(ZeroCopyComm, AllReduceArgs, MappedCall, LaneComm, LaneSchedule,
+using AllReduceMappedKernel = void (*)(ZeroCopyComm, AllReduceArgs, MappedCall, ChunkComm, ChunkSchedule,
                                        size_t, size_t, bool);
 
 // The kernel for `args` among those of type shard kShard (type_shards.cuh).
@@ -72,19 +72,19 @@ AllReduceMappedKernel allReduceMappedKernelOf<kThisTypeShard>(const AllReduceArg
 }
 
 #if MSCCLPP_NCCL_HOST_SHARD
-Status launchAllReduceMapped(const ZeroCopyComm& comm, const LaneComm& lanes, const AllReduceArgs& args,
+Status launchAllReduceMapped(const ZeroCopyComm& comm, const ChunkComm& chunks, const AllReduceArgs& args,
                              const MappedCall& mine, LaunchShape shape, LaunchShape scratch,
                              cudaStream_t stream) {
   MSCCLPP_TRY(checkDirect(comm, args, shape));
   if (!comm.mappedTable || !holdsGrid(shape, scratch))
     return fail(Status::kInternalError, "all-reduce (mapped zero-copy) without its tables or grid");
   size_t segmentBytes = 0;
-  LaneSchedule schedule{};
-  MSCCLPP_TRY(allReduceLaneSchedule(lanes, args, scratch, &segmentBytes, &schedule));
+  ChunkSchedule schedule{};
+  MSCCLPP_TRY(allReduceChunkSchedule(chunks, args, scratch, &segmentBytes, &schedule));
   const AllReduceMappedKernel kernel = withTypeShard(args.type, args.op.op, true, [&](auto shard) {
     return allReduceMappedKernelOf<decltype(shard)::value>(args);
   });
-  return launchDirect(kernel, comm, args, shape, stream, mine, lanes, schedule);
+  return launchDirect(kernel, comm, args, shape, stream, mine, chunks, schedule);
 }
 #endif
 

@@ -1,10 +1,12 @@
 #include "native/algorithms/allreduce.h"
+#include "native/algorithms/allreduce_words.cuh"
 #include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/module_anchor.h"
-#include "native/algorithms/packet_kernel.cuh"
 #include "native/algorithms/reduce_dispatch.cuh"
 #include "native/common/logging.h"
 #include "native/device/dependent_launch.cuh"
+#include "native/device/step_sequence.cuh"
+#include "native/primitives/packet_primitives.cuh"
 
 namespace mscclpp_nccl {
 namespace {

@@ -10,16 +10,16 @@ namespace {
 
 // The schedule of allreduce_two_shot_chunked.cuh as a kernel of its own.
 template <typename T, typename Op>
-__global__ void __launch_bounds__(kLaneThreads)
-    allReduceTwoShotChunkedKernel(LaneComm comm, AllReduceArgs args, size_t segmentBytes,
-                                  LaneSchedule schedule, bool early) {
+__global__ void __launch_bounds__(kChunkThreads)
+    allReduceTwoShotChunkedKernel(ChunkComm comm, AllReduceArgs args, size_t segmentBytes,
+                                  ChunkSchedule schedule, bool early) {
   enterKernel(early);
   allReduceTwoShotChunked<T, Op>(comm, args, segmentBytes, schedule);
 }
 
 }  // namespace
 
-using AllReduceTwoShotChunkedKernel = void (*)(LaneComm, AllReduceArgs, size_t, LaneSchedule, bool);
+using AllReduceTwoShotChunkedKernel = void (*)(ChunkComm, AllReduceArgs, size_t, ChunkSchedule, bool);
 
 // The kernel for `args` among those of type shard kShard (type_shards.cuh).
 template <int kShard>
@@ -34,21 +34,21 @@ AllReduceTwoShotChunkedKernel allReduceTwoShotChunkedKernelOf<kThisTypeShard>(co
 }
 
 #if MSCCLPP_NCCL_HOST_SHARD
-Status allReduceLaneSchedule(const LaneComm& comm, const AllReduceArgs& args, LaunchShape shape,
-                             size_t* segmentBytes, LaneSchedule* schedule) {
+Status allReduceChunkSchedule(const ChunkComm& comm, const AllReduceArgs& args, LaunchShape shape,
+                              size_t* segmentBytes, ChunkSchedule* schedule) {
   *segmentBytes =
-      divCeil(divCeil(args.count * dataTypeSize(args.type), comm.nranks), kLaneAlignment) * kLaneAlignment;
+      divCeil(divCeil(args.count * dataTypeSize(args.type), comm.nranks), kChunkAlignment) * kChunkAlignment;
   schedule->chunkBytes = shape.chunkBytes;
   schedule->blocks = shape.blocks;
   return kernelRounds(*segmentBytes, shape.chunkBytes * shape.blocks, "all-reduce (two-shot chunked)",
                       &schedule->rounds);
 }
 
-Status launchAllReduceTwoShotChunked(const LaneComm& comm, const AllReduceArgs& args, LaunchShape shape,
+Status launchAllReduceTwoShotChunked(const ChunkComm& comm, const AllReduceArgs& args, LaunchShape shape,
                                      cudaStream_t stream) {
   size_t segmentBytes = 0;
-  LaneSchedule schedule{};
-  MSCCLPP_TRY(allReduceLaneSchedule(comm, args, shape, &segmentBytes, &schedule));
+  ChunkSchedule schedule{};
+  MSCCLPP_TRY(allReduceChunkSchedule(comm, args, shape, &segmentBytes, &schedule));
   const AllReduceTwoShotChunkedKernel kernel = withTypeShard(args.type, args.op.op, true, [&](auto shard) {
     return allReduceTwoShotChunkedKernelOf<decltype(shard)::value>(args);
   });

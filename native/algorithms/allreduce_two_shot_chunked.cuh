@@ -4,8 +4,8 @@
 #pragma once
 
 #include "native/algorithms/allreduce.h"
-#include "native/algorithms/lane_kernel.cuh"
-#include "native/algorithms/packet_kernel.cuh"
+#include "native/primitives/chunk_primitives.cuh"
+#include "native/primitives/packet_primitives.cuh"
 
 namespace mscclpp_nccl {
 
@@ -19,12 +19,12 @@ namespace mscclpp_nccl {
 // Every rank's result is the one its owner computed, so all ranks hold the same bits.
 // Blocks from schedule.blocks on take no part (a mapped kernel's grid may be larger).
 template <typename T, typename Op>
-__device__ __forceinline__ void allReduceTwoShotChunked(const LaneComm& comm, const AllReduceArgs& args,
-                                                        size_t segmentBytes, const LaneSchedule& schedule) {
+__device__ __forceinline__ void allReduceTwoShotChunked(const ChunkComm& comm, const AllReduceArgs& args,
+                                                        size_t segmentBytes, const ChunkSchedule& schedule) {
   if (static_cast<int>(blockIdx.x) >= schedule.blocks) return;
   const size_t chunkBytes = schedule.chunkBytes;
-  __shared__ LaneSlots slots;
-  LaneBlock lane(comm, slots);
+  __shared__ ChunkSlots slots;
+  ChunkBlock channels(comm, slots);
   const int me = comm.rank;
   const size_t bytes = args.count * sizeof(T);
   const bool scale = args.op.scaling.preMultiply;
@@ -40,32 +40,32 @@ __device__ __forceinline__ void allReduceTwoShotChunked(const LaneComm& comm, co
 
   for (int round = 0; round < schedule.rounds; ++round) {
     const size_t first = (static_cast<size_t>(round) * schedule.blocks + blockIdx.x) * chunkBytes;
-    if (first >= segmentBytes) break;  // the same on every rank: lanes stay in step
+    if (first >= segmentBytes) break;  // the same on every rank: channels stay in step
 
-    if (!lane.acquireSend(everyPeer)) return;
+    if (!channels.acquireSend(everyPeer)) return;
     for (int k = 1; k < comm.nranks; ++k) {
       const int peer = peerAfter(me, k, comm.nranks);
       const size_t n = lengthIn(peer, first);
-      copyChunk<T>(slotChunk(lane.sendSlot(peer), n), userChunk(send + peer * segmentBytes + first, n), n,
+      copyChunk<T>(slotChunk(channels.sendSlot(peer), n), userChunk(send + peer * segmentBytes + first, n), n,
                    scale, scalar);
     }
-    lane.postSend(everyPeer);
+    channels.postSend(everyPeer);
 
-    if (!lane.acquireRecv(everyPeer) || !lane.acquireSend(everyPeer)) return;
+    if (!channels.acquireRecv(everyPeer) || !channels.acquireSend(everyPeer)) return;
     const size_t offset = me * segmentBytes + first;
-    reduceChunk<T, Op>(lane, send + offset, recv + offset, lengthIn(me, first), scale, scalar,
+    reduceChunk<T, Op>(channels, send + offset, recv + offset, lengthIn(me, first), scale, scalar,
                        args.op.scaling.postDivisor, true);
-    lane.releaseRecv(everyPeer);
-    lane.postSend(everyPeer);
+    channels.releaseRecv(everyPeer);
+    channels.postSend(everyPeer);
 
-    if (!lane.acquireRecv(everyPeer)) return;
+    if (!channels.acquireRecv(everyPeer)) return;
     for (int k = 1; k < comm.nranks; ++k) {
       const int peer = peerBefore(me, k, comm.nranks);
       const size_t n = lengthIn(peer, first);
-      copyChunk<T>(userChunk(recv + peer * segmentBytes + first, n), slotChunk(lane.recvSlot(peer), n), n,
+      copyChunk<T>(userChunk(recv + peer * segmentBytes + first, n), slotChunk(channels.recvSlot(peer), n), n,
                    false, scalar);
     }
-    lane.releaseRecv(everyPeer);
+    channels.releaseRecv(everyPeer);
   }
 }
 

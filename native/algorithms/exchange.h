@@ -11,9 +11,9 @@
 
 #include "native/algorithms/allreduce.h"
 #include "native/algorithms/collective.h"
-#include "native/algorithms/packet_layout.h"
 #include "native/common/data_type.h"
 #include "native/common/status.h"
+#include "native/primitives/packet_layout.h"
 
 namespace mscclpp_nccl {
 
@@ -79,11 +79,11 @@ Status launchExchange(const PacketComm& comm, const ExchangeArgs& args, LaunchSh
 Status launchReduceTwoShotPacket(const PacketComm& comm, const ExchangeArgs& args, LaunchShape shape,
                                  cudaStream_t stream);
 
-// The same exchange over lanes (plain chunks and semaphores): for large ranges.
-Status launchExchangeChunked(const LaneComm& comm, const ExchangeArgs& args, LaunchShape shape,
+// The same exchange in chunks (plain stores and semaphores): for large ranges.
+Status launchExchangeChunked(const ChunkComm& comm, const ExchangeArgs& args, LaunchShape shape,
                              cudaStream_t stream);
 // Its schedule for a grid of `shape`.
-Status exchangeLaneSchedule(const ExchangeArgs& args, LaunchShape shape, LaneSchedule* schedule);
+Status exchangeChunkSchedule(const ExchangeArgs& args, LaunchShape shape, ChunkSchedule* schedule);
 
 // How the zero-copy exchange below moves a call's data. By default each rank pulls what its peers send
 // it from their sources into its own destination. Where one range goes to every rank (all_gather,
@@ -117,9 +117,9 @@ __host__ __device__ inline bool peersWriteDestination(const ExchangeArgs& args, 
 
 // The same exchange with no scratch, on buffers anywhere (transport/mapped_allocations.h), as above:
 // where every rank's are mapped by every peer, straight between the ranks' buffers; else none does, and
-// the same kernel runs the chunked exchange's schedule over `lanes` for a grid of `scratch`. One kernel
+// the same kernel runs the chunked exchange's schedule over `chunks` for a grid of `scratch`. One kernel
 // on `shape`, whose grid is at least scratch's. Not for PreMulSum.
-Status launchExchangeMapped(const ZeroCopyComm& comm, const LaneComm& lanes, const ExchangeArgs& args,
+Status launchExchangeMapped(const ZeroCopyComm& comm, const ChunkComm& chunks, const ExchangeArgs& args,
                             const MappedCall& mine, LaunchShape shape, LaunchShape scratch,
                             cudaStream_t stream);
 

@@ -11,15 +11,15 @@ namespace {
 
 // The schedule of exchange_chunked.cuh as a kernel of its own.
 template <typename T, typename Op, bool kReduce>
-__global__ void __launch_bounds__(kLaneThreads)
-    exchangeChunkedKernel(LaneComm comm, ExchangeArgs args, LaneSchedule schedule, bool early) {
+__global__ void __launch_bounds__(kChunkThreads)
+    exchangeChunkedKernel(ChunkComm comm, ExchangeArgs args, ChunkSchedule schedule, bool early) {
   enterKernel(early);
   exchangeChunked<T, Op, kReduce>(comm, args, schedule);
 }
 
 }  // namespace
 
-using ExchangeChunkedKernel = void (*)(LaneComm, ExchangeArgs, LaneSchedule, bool);
+using ExchangeChunkedKernel = void (*)(ChunkComm, ExchangeArgs, ChunkSchedule, bool);
 
 // The kernel for `args` among those of type shard kShard (type_shards.cuh).
 template <int kShard>
@@ -34,17 +34,17 @@ ExchangeChunkedKernel exchangeChunkedKernelOf<kThisTypeShard>(const ExchangeArgs
 }
 
 #if MSCCLPP_NCCL_HOST_SHARD
-Status exchangeLaneSchedule(const ExchangeArgs& args, LaunchShape shape, LaneSchedule* schedule) {
+Status exchangeChunkSchedule(const ExchangeArgs& args, LaunchShape shape, ChunkSchedule* schedule) {
   schedule->chunkBytes = shape.chunkBytes;
   schedule->blocks = shape.blocks;
   return kernelRounds(args.rangeBytes, shape.chunkBytes * shape.blocks, "chunked exchange",
                       &schedule->rounds);
 }
 
-Status launchExchangeChunked(const LaneComm& comm, const ExchangeArgs& args, LaunchShape shape,
+Status launchExchangeChunked(const ChunkComm& comm, const ExchangeArgs& args, LaunchShape shape,
                              cudaStream_t stream) {
-  LaneSchedule schedule{};
-  MSCCLPP_TRY(exchangeLaneSchedule(args, shape, &schedule));
+  ChunkSchedule schedule{};
+  MSCCLPP_TRY(exchangeChunkSchedule(args, shape, &schedule));
   const ExchangeChunkedKernel kernel = withTypeShard(args.type, args.op.op, args.reduce, [&](auto shard) {
     return exchangeChunkedKernelOf<decltype(shard)::value>(args);
   });

@@ -1,13 +1,13 @@
 #include "native/algorithms/collective_names.cuh"
 #include "native/algorithms/exchange_chunked.cuh"
 #include "native/algorithms/kernel_launch.h"
-#include "native/algorithms/lane_kernel.cuh"
 #include "native/algorithms/module_anchor.h"
-#include "native/algorithms/packet_kernel.cuh"
 #include "native/algorithms/type_shards.cuh"
 #include "native/algorithms/zero_copy_kernel.cuh"
 #include "native/common/logging.h"
 #include "native/device/dependent_launch.cuh"
+#include "native/primitives/chunk_primitives.cuh"
+#include "native/primitives/packet_primitives.cuh"
 
 namespace mscclpp_nccl {
 namespace {
@@ -44,9 +44,9 @@ __device__ __forceinline__ void pushRange(const char* source, int sourceAlignmen
 // The chunked schedule as a call rather than inlined, so that it does not push the zero-copy path's
 // registers to spill (as in allreduce_mapped.cu).
 template <typename T, typename Op, bool kReduce>
-__device__ __noinline__ void exchangeScratchFallback(const LaneComm& lanes, const ExchangeArgs& args,
-                                                     const LaneSchedule& schedule) {
-  exchangeChunked<T, Op, kReduce>(lanes, args, schedule);
+__device__ __noinline__ void exchangeScratchFallback(const ChunkComm& chunks, const ExchangeArgs& args,
+                                                     const ChunkSchedule& schedule) {
+  exchangeChunked<T, Op, kReduce>(chunks, args, schedule);
 }
 
 // The exchange of exchange_chunked.cu with no scratch, moving each byte once (exchange.h: mappedFlow).
@@ -58,12 +58,12 @@ __device__ __noinline__ void exchangeScratchFallback(const LaneComm& lanes, cons
 // In place is safe wherever no rank writes what a peer still reads: a rank's destination range q is
 // written by one rank only, with the bytes it reads from the same offset of its own part; reduces read
 // each unit before writing it (alltoall in place is kept on scratch by the caller). Where the ranks
-// agree on scratch instead, the kernel runs the chunked exchange's schedule over `lanes`
+// agree on scratch instead, the kernel runs the chunked exchange's schedule over `chunks`
 // (exchange_chunked.cuh).
 template <typename T, typename Op, bool kReduce>
 __global__ void __launch_bounds__(kZeroCopyThreads)
-    exchangeMappedKernel(ZeroCopyComm comm, ExchangeArgs args, MappedCall mine, LaneComm lanes,
-                         LaneSchedule scratch, size_t segmentBytes, size_t blockBytes, bool early) {
+    exchangeMappedKernel(ZeroCopyComm comm, ExchangeArgs args, MappedCall mine, ChunkComm chunks,
+                         ChunkSchedule scratch, size_t segmentBytes, size_t blockBytes, bool early) {
   enterKernel(early);
   __shared__ const char* sources[kMaxZeroCopyRanks];  // this block's part of rank r's range `me`
   __shared__ int sourceAlignment[kMaxZeroCopyRanks];
@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
   if (agreed == MappedAgreement::kAbandoned) return;
   endZeroCopyCall(comm, call);  // the next call's barriers count from here, whichever way this one goes
   if (agreed == MappedAgreement::kScratch) {
-    exchangeScratchFallback<T, Op, kReduce>(lanes, args, scratch);
+    exchangeScratchFallback<T, Op, kReduce>(chunks, args, scratch);
     return;
   }
   if (agreed == MappedAgreement::kFailed) return;  // an error was raised (agreeOnMappedCall): nothing moves
@@ -143,8 +143,8 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
 
 }  // namespace
 
-using ExchangeMappedKernel = void (*)(ZeroCopyComm, ExchangeArgs, MappedCall, LaneComm, LaneSchedule, size_t,
-                                      size_t, bool);
+using ExchangeMappedKernel = void (*)(ZeroCopyComm, ExchangeArgs, MappedCall, ChunkComm, ChunkSchedule,
+                                      size_t, size_t, bool);
 
 // The kernel for `args` among those of type shard kShard (type_shards.cuh).
 template <int kShard>
@@ -159,15 +159,15 @@ ExchangeMappedKernel exchangeMappedKernelOf<kThisTypeShard>(const ExchangeArgs& 
 }
 
 #if MSCCLPP_NCCL_HOST_SHARD
-Status launchExchangeMapped(const ZeroCopyComm& comm, const LaneComm& lanes, const ExchangeArgs& args,
+Status launchExchangeMapped(const ZeroCopyComm& comm, const ChunkComm& chunks, const ExchangeArgs& args,
                             const MappedCall& mine, LaunchShape shape, LaunchShape scratch,
                             cudaStream_t stream) {
   if ((args.reduce && args.op.scaling.preMultiply) || comm.nranks > kMaxZeroCopyRanks ||
       shape.blocks > kMaxZeroCopyBlocks || !comm.mappedTable || !holdsGrid(shape, scratch))
     return fail(Status::kInternalError, "zero-copy exchange given a call it does not serve");
-  LaneSchedule schedule{};
-  MSCCLPP_TRY(exchangeLaneSchedule(args, scratch, &schedule));
-  auto aligned = [](size_t bytes) { return divCeil(bytes, kLaneAlignment) * kLaneAlignment; };
+  ChunkSchedule schedule{};
+  MSCCLPP_TRY(exchangeChunkSchedule(args, scratch, &schedule));
+  auto aligned = [](size_t bytes) { return divCeil(bytes, kChunkAlignment) * kChunkAlignment; };
   // Rooted calls are spread over the ranks in segments (see the kernel); the rest take whole ranges.
   const size_t segmentBytes =
       mappedFlow(args).spread ? aligned(divCeil(args.rangeBytes, comm.nranks)) : args.rangeBytes;
@@ -176,7 +176,7 @@ Status launchExchangeMapped(const ZeroCopyComm& comm, const LaneComm& lanes, con
     return exchangeMappedKernelOf<decltype(shard)::value>(args);
   });
   return launched(launchKernel(kernel, shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic,
-                               stream, comm, args, mine, lanes, schedule, segmentBytes, blockBytes),
+                               stream, comm, args, mine, chunks, schedule, segmentBytes, blockBytes),
                   "zero-copy exchange");
 }
 #endif

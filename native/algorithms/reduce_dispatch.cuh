@@ -77,48 +77,4 @@ auto dispatchCopy(size_t elementBytes, Launch&& launch) {
   }
 }
 
-// Reduces one word (8 bytes of elements) over ranks, in the order the words are added.
-template <typename T, typename Op>
-struct WordReduction {
-  using W = Word<T>;
-  using Acc = typename W::Acc;
-  Acc acc[W::kElems];
-
-  __device__ __forceinline__ void first(uint2 bits) { W::unpack(bits, acc); }
-
-  __device__ __forceinline__ void add(uint2 bits) {
-    Acc values[W::kElems];
-    W::unpack(bits, values);
-#pragma unroll
-    for (int i = 0; i < W::kElems; ++i) acc[i] = Op::apply(acc[i], values[i]);
-  }
-
-  __device__ __forceinline__ uint2 result(int postDivisor) {
-    if (postDivisor != 1) {
-#pragma unroll
-      for (int i = 0; i < W::kElems; ++i) acc[i] = acc[i] / static_cast<Acc>(postDivisor);
-    }
-    return W::pack(acc);
-  }
-};
-
-// Reduces one unit (two words) over ranks, in the order the units are added.
-template <typename T, typename Op>
-struct UnitReduction {
-  WordReduction<T, Op> lo;
-  WordReduction<T, Op> hi;
-
-  __device__ __forceinline__ void first(Unit unit) {
-    lo.first(unit.lo);
-    hi.first(unit.hi);
-  }
-  __device__ __forceinline__ void add(Unit unit) {
-    lo.add(unit.lo);
-    hi.add(unit.hi);
-  }
-  __device__ __forceinline__ Unit result(int postDivisor) {
-    return Unit{lo.result(postDivisor), hi.result(postDivisor)};
-  }
-};
-
 }  // namespace mscclpp_nccl

@@ -4,9 +4,9 @@
 
 #include "native/algorithms/allreduce.h"
 #include "native/algorithms/exchange.h"
-#include "native/algorithms/lanes.h"
 #include "native/algorithms/transports.h"
 #include "native/algorithms/zero_copy.h"
+#include "native/primitives/chunk_layout.h"
 
 namespace mscclpp_nccl {
 namespace {
@@ -24,7 +24,7 @@ Status twoShotPacket(const Transports& t, const AllReduceArgs& args, const Launc
 }
 Status twoShotChunked(const Transports& t, const AllReduceArgs& args, const LaunchShape& shape,
                       const DirectBuffers*, cudaStream_t stream) {
-  return launchAllReduceTwoShotChunked(t.lanes, args, shape, stream);
+  return launchAllReduceTwoShotChunked(t.chunks, args, shape, stream);
 }
 Status zeroCopyInWindows(const Transports& t, const AllReduceArgs& args, const LaunchShape& shape,
                          const DirectBuffers* windows, cudaStream_t stream) {
@@ -36,7 +36,7 @@ Status exchangePacket(const Transports& t, const ExchangeArgs& args, const Launc
 }
 Status exchangeChunked(const Transports& t, const ExchangeArgs& args, const LaunchShape& shape,
                        cudaStream_t stream) {
-  return launchExchangeChunked(t.lanes, args, shape, stream);
+  return launchExchangeChunked(t.chunks, args, shape, stream);
 }
 Status reduceTwoShotPacket(const Transports& t, const ExchangeArgs& args, const LaunchShape& shape,
                            cudaStream_t stream) {
@@ -60,28 +60,29 @@ const std::vector<Algorithm>& algorithms() {
        bit(Collective::kAllReduce), 1 << 16, SIZE_MAX, 1, false, true,
        "reduce-scatter then all-gather in LL packets; two steps per chunk", twoShotPacket, nullptr, true},
       {AlgorithmId::kAllReduceTwoShotChunked, "allreduce_two_shot_chunked", Protocol::kChunked,
-       bit(Collective::kAllReduce), kMaxLaneRanks, SIZE_MAX, 1, false, true,
-       "reduce-scatter then all-gather in plain 16-byte chunks on lanes with semaphores, many blocks",
-       twoShotChunked, nullptr, false},
+       bit(Collective::kAllReduce), kMaxChunkRanks, SIZE_MAX, 1, false, true,
+       "reduce-scatter then all-gather in plain 16-byte chunks with semaphores, many blocks", twoShotChunked,
+       nullptr, false},
       {AlgorithmId::kExchangePacket, "exchange_packet", Protocol::kPacket, kExchangeCollectives, 1 << 16,
        SIZE_MAX, 1, false, false, "equal ranges between ranks in LL packets, tokens where no data flows",
        nullptr, exchangePacket, true},
       {AlgorithmId::kExchangeChunked, "exchange_chunked", Protocol::kChunked, kExchangeCollectives,
-       kMaxLaneRanks, SIZE_MAX, 1, false, false,
-       "equal ranges between ranks in plain chunks on lanes, many blocks", nullptr, exchangeChunked, false},
+       kMaxChunkRanks, SIZE_MAX, 1, false, false,
+       "equal ranges between ranks in plain chunks with semaphores, many blocks", nullptr, exchangeChunked,
+       false},
       // Send/recv runs a group's transfers in passes of its own (send_recv.h), not through these.
       {AlgorithmId::kP2pPacket, "p2p_packet", Protocol::kPacket, bit(Collective::kSendRecv), 1 << 16,
        SIZE_MAX, 1, false, false,
-       "per-peer lanes of LL packets with acknowledgements, one fused kernel per group", nullptr, nullptr,
+       "per-peer channels of LL packets with acknowledgements, one fused kernel per group", nullptr, nullptr,
        true},
       {AlgorithmId::kAllReduceZeroCopy, "allreduce_zero_copy", Protocol::kDirect, bit(Collective::kAllReduce),
        kMaxZeroCopyRanks, SIZE_MAX, 1, true, true,
        "two-shot reading every rank's input and writing every rank's output directly (windows)",
        zeroCopyInWindows, nullptr, false},
-      {AlgorithmId::kP2pChunked, "p2p_chunked", Protocol::kChunked, bit(Collective::kSendRecv), kMaxLaneRanks,
-       SIZE_MAX, 1, false, false,
-       "per-peer lanes of plain 64 KiB chunks with semaphores, one fused kernel per group", nullptr, nullptr,
-       false},
+      {AlgorithmId::kP2pChunked, "p2p_chunked", Protocol::kChunked, bit(Collective::kSendRecv),
+       kMaxChunkRanks, SIZE_MAX, 1, false, false,
+       "per-peer channels of plain 64 KiB chunks with semaphores, one fused kernel per group", nullptr,
+       nullptr, false},
       {AlgorithmId::kReduceTwoShotPacket, "reduce_two_shot_packet", Protocol::kPacket,
        bit(Collective::kReduce), 1 << 16, SIZE_MAX, 1, false, true,
        "reduce-scatter, then each rank's reduced segment to the root, in LL packets; two steps per chunk",

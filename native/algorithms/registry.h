@@ -29,8 +29,8 @@ enum class AlgorithmId : int {
   kReduceTwoShotPacket
 };
 
-// How an algorithm moves data: LL packets (latency), chunks on lanes (bandwidth), or directly between
-// the users' buffers (zero-copy, windows only). Decides which scratch slots bound its chunk size.
+// How an algorithm moves data: LL packets (latency), plain chunks with semaphores (bandwidth), or directly
+// between the users' buffers (zero-copy, windows only). Decides which scratch slots bound its chunk size.
 enum class Protocol : int { kPacket, kChunked, kDirect };
 
 struct Transports;

@@ -26,8 +26,8 @@ Status runAllReduce(const Transports& transports, const CallPlan& plan, const Al
   *published = 0;
   logPlan(Collective::kAllReduce, args.type, plan, mapped);
   if (plan.mapped)
-    return launchAllReduceMapped(transports.direct, transports.lanes, args, *mapped, plan.shape, plan.scratch,
-                                 stream);
+    return launchAllReduceMapped(transports.direct, transports.chunks, args, *mapped, plan.shape,
+                                 plan.scratch, stream);
   MSCCLPP_TRY(plan.algorithm->launchAllReduce(transports, args, plan.shape, windows, stream));
   if (plan.algorithm->publishesTicket) *published = args.ticket;
   return Status::kSuccess;
@@ -38,7 +38,7 @@ Status runExchange(const Transports& transports, const CallPlan& plan, const Exc
   *published = 0;
   logPlan(args.collective, args.type, plan, mapped);
   if (plan.mapped)
-    return launchExchangeMapped(transports.direct, transports.lanes, args, *mapped, plan.shape, plan.scratch,
+    return launchExchangeMapped(transports.direct, transports.chunks, args, *mapped, plan.shape, plan.scratch,
                                 stream);
   MSCCLPP_TRY(plan.algorithm->launchExchange(transports, args, plan.shape, stream));
   if (plan.algorithm->publishesTicket) *published = args.ticket;

@@ -6,16 +6,16 @@
 
 namespace mscclpp_nccl {
 
-// A kernel's lanes travel as one parameter of at most kMaxP2pLanes, so each path runs a pass as kernels
-// of the transfers with peers in consecutive ranges of distance (a send to rank + d, a receive from
-// rank - d), as many distances per kernel as a send and a receive of full lanes allow. Both ends see a
-// transfer at the same distance and on the same path (chosen by its size), so each kernel's transfers
+// A kernel's transfer parts travel as one parameter of at most kMaxP2pParts, so each path runs a pass as
+// kernels of the transfers with peers in consecutive ranges of distance (a send to rank + d, a receive from
+// rank - d), as many distances per kernel as a send and a receive cut into the most parts allow. Both ends
+// see a transfer at the same distance and on the same path (chosen by its size), so each kernel's transfers
 // pair up across the ranks; every rank launches the packet kernels, then the chunked ones, in distance
 // order, so none waits on a kernel that is not running.
-constexpr int kPacketDistancesPerKernel = kMaxP2pLanes / (2 * kMaxP2pLaneBlocks);
-constexpr int kChunkDistancesPerKernel = kMaxP2pLanes / (2 * kMaxP2pChunkLanes);
+constexpr int kPacketDistancesPerKernel = kMaxP2pParts / (2 * kMaxP2pPacketParts);
+constexpr int kChunkDistancesPerKernel = kMaxP2pParts / (2 * kMaxP2pChunkParts);
 static_assert(kChunkDistancesPerKernel >= 1 && kPacketDistancesPerKernel >= 1,
-              "a kernel must hold a send and a receive of full lanes");
+              "a kernel must hold a send and a receive cut into the most parts");
 
 Status runSendRecv(const Transports& transports, const AlgorithmSelector& selector,
                    const std::vector<P2pOp>& ops, uint64_t ticket, cudaStream_t stream, uint64_t* published) {
@@ -35,7 +35,7 @@ Status runSendRecv(const Transports& transports, const AlgorithmSelector& select
     const int distance = ((op.isSend ? op.peer - rank : rank - op.peer) + nranks) % nranks;
     const Choice choice = selector.choose(Collective::kSendRecv, op.elementBytes, op.bytes);
     const bool chunked = choice.algorithm->id == AlgorithmId::kP2pChunked && op.peer != rank &&
-                         transports.p2pLanes.localScratch != nullptr;
+                         transports.p2pChunks.localScratch != nullptr;
     MSCCLPP_INFO(kTuning, "sendrecv %zu bytes %s peer %d: %s (%s)", op.bytes, op.isSend ? "to" : "from",
                  op.peer, chunked ? "p2p_chunked" : "p2p_packet", choice.source);
     if (chunked)
@@ -56,7 +56,7 @@ Status runSendRecv(const Transports& transports, const AlgorithmSelector& select
   if (publisher < packets.size()) *published = ticket;
   for (const std::vector<P2pOp>& kernel : chunks)
     if (launches(kernel))
-      MSCCLPP_TRY(launchP2pChunked(transports.p2pLanes, kernel, selector.laneBlocks(),
+      MSCCLPP_TRY(launchP2pChunked(transports.p2pChunks, kernel, selector.chunkBlocks(),
                                    selector.earlyLaunchBlocks(), stream));
   return Status::kSuccess;
 }

@@ -1,5 +1,6 @@
 // Runs one pass of a group's sends and receives: small transfers in packet kernels, large ones over
-// lanes in chunked kernels (each classified by its size alone, so both ends put it in the same kernel).
+// chunk channels in chunked kernels (each classified by its size alone, so both ends put it in the same
+// kernel).
 #pragma once
 
 #include <cuda_runtime.h>

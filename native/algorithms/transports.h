@@ -2,19 +2,19 @@
 // (Communicator::connect) and passed to every launch.
 #pragma once
 
-#include "native/algorithms/lanes.h"
 #include "native/algorithms/p2p.h"
-#include "native/algorithms/packet_layout.h"
 #include "native/algorithms/zero_copy.h"
+#include "native/primitives/chunk_layout.h"
+#include "native/primitives/packet_layout.h"
 
 namespace mscclpp_nccl {
 
 struct Transports {
   PacketComm packets;
-  LaneComm lanes;
+  ChunkComm chunks;
   ZeroCopyComm direct;
   P2pComm p2p;
-  LaneComm p2pLanes;  // lanes of large send/recv transfers, apart from the collectives'
+  ChunkComm p2pChunks;  // chunk channels of large send/recv transfers, apart from the collectives'
 };
 
 // The buffers of an all-reduce on every rank, when they lie in mapped windows.

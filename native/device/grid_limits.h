@@ -6,7 +6,7 @@
 namespace mscclpp_nccl {
 
 constexpr int kMaxPacketBlocks = 32;    // packet kernels (algorithms/packet_layout.h)
-constexpr int kMaxLaneBlocks = 64;      // chunked kernels, one lane a block (algorithms/lanes.h)
+constexpr int kMaxChunkBlocks = 64;     // chunked kernels, one channel a block (primitives/chunk_layout.h)
 constexpr int kMaxZeroCopyBlocks = 64;  // zero-copy kernels (algorithms/zero_copy.h)
 
 // Early launch (native/device/dependent_launch.cuh): the largest grid ever launched early. Below it, the

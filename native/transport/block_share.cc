@@ -11,7 +11,7 @@ namespace {
 
 constexpr int kMaxDevices = 256;
 // No kernel launches a larger grid, so a communicator never holds more.
-constexpr int kLargestGrid = std::max({kMaxPacketBlocks, kMaxLaneBlocks, kMaxZeroCopyBlocks});
+constexpr int kLargestGrid = std::max({kMaxPacketBlocks, kMaxChunkBlocks, kMaxZeroCopyBlocks});
 
 // One GPU as this process sees it.
 struct DevicePool {

@@ -77,86 +77,159 @@ void tell(ServeControl* control, bool stop, std::vector<uint8_t> comes) {
 // else, from the moment the offers are known, so that strangers filling the backlog are drained while
 // peers connect. Ends once every rank that said it reached this one was served (or at the deadline, an
 // abort, or `stop`). Connections are accepted and read without blocking, so a stranger delays no one.
-void serve(const Bootstrap& bootstrap, const std::vector<Offer>& offers, ServeControl* control, int listener,
-           int offeredFd, Deadline deadline) {
-  const int rank = bootstrap.rank(), nranks = bootstrap.size();
-  std::vector<uint8_t> served(nranks, 0);
-  int refused = 0;
-  auto refuse = [&](const Client& client, const char* why) {
-    if (refused++ < kLoggedRefusals)
-      logWarn("rank %d: refused a connection from pid %d (uid %u) to its descriptor socket: %s", rank,
+class FdServer {
+ public:
+  FdServer(const Bootstrap& bootstrap, const std::vector<Offer>& offers, int listener, int offeredFd)
+      : bootstrap_(bootstrap),
+        offers_(offers),
+        rank_(bootstrap.rank()),
+        nranks_(bootstrap.size()),
+        listener_(listener),
+        offeredFd_(offeredFd),
+        served_(nranks_, 0) {}
+
+  void run(ServeControl* control, Deadline deadline) {
+    std::vector<pollfd> polled;
+    for (;;) {
+      const int expected = stillExpected(control);
+      if (expected == 0) break;
+      polled.assign(1, pollfd{listener_, POLLIN, 0});
+      polled.push_back(pollfd{control->wake, POLLIN, 0});
+      for (const Client& c : clients_) polled.push_back(pollfd{c.fd, POLLIN, 0});
+      if (!waitAnyReadable(&polled, deadline, [&] { return bootstrap_.aborted(); })) {
+        if (!bootstrap_.aborted())
+          logWarn("rank %d: %d peers never came for a buffer's descriptor", rank_,
+                  expected < 0 ? nranks_ - 1 : expected);
+        break;
+      }
+      if (polled[1].revents != 0) {
+        uint64_t count;
+        if (read(control->wake, &count, sizeof(count)) < 0) {
+          // Nothing to drain: the state is read under the mutex in stillExpected.
+        }
+      }
+      // Read first: accepting appends to `clients_`, whose indices match `polled` until then.
+      answerReadable(polled);
+      if (polled[0].revents & POLLIN) acceptWaiting();
+    }
+    for (const Client& c : clients_) close(c.fd);
+    if (refused_ > kLoggedRefusals) logWarn("rank %d: refused %d connections in all", rank_, refused_);
+  }
+
+ private:
+  // Ranks still to be served; -1 until the ranks say whom they reached, 0 also when told to stop.
+  int stillExpected(ServeControl* control) const {
+    std::lock_guard<std::mutex> lock(control->mutex);
+    if (control->stop) return 0;
+    if (!control->known) return -1;
+    int expected = 0;
+    for (int r = 0; r < nranks_; ++r) expected += control->comes[r] && !served_[r];
+    return expected;
+  }
+
+  // A peer yet to be served: another process than this one (ranks of this process never connect).
+  bool awaited(int r) const { return r != rank_ && !served_[r] && offers_[r].pid != offers_[rank_].pid; }
+
+  void refuse(const Client& client, const char* why) {
+    if (refused_++ < kLoggedRefusals)
+      logWarn("rank %d: refused a connection from pid %d (uid %u) to its descriptor socket: %s", rank_,
               static_cast<int>(client.credentials.pid), static_cast<unsigned>(client.credentials.uid), why);
     close(client.fd);
-  };
-  // A peer yet to be served: another process than this one (ranks of this process never connect).
-  auto awaited = [&](int r) { return r != rank && !served[r] && offers[r].pid != offers[rank].pid; };
-  std::vector<Client> clients;
-  std::vector<pollfd> polled;
-  for (;;) {
-    int expected = -1;  // unknown until the ranks say whom they reached
-    {
-      std::lock_guard<std::mutex> lock(control->mutex);
-      if (control->stop) break;
-      if (control->known) {
-        expected = 0;
-        for (int r = 0; r < nranks; ++r) expected += control->comes[r] && !served[r];
-      }
-    }
-    if (expected == 0) break;
-    polled.assign(1, pollfd{listener, POLLIN, 0});
-    polled.push_back(pollfd{control->wake, POLLIN, 0});
-    for (const Client& c : clients) polled.push_back(pollfd{c.fd, POLLIN, 0});
-    if (!waitAnyReadable(&polled, deadline, [&] { return bootstrap.aborted(); })) {
-      if (!bootstrap.aborted())
-        logWarn("rank %d: %d peers never came for a buffer's descriptor", rank,
-                expected < 0 ? nranks - 1 : expected);
-      break;
-    }
-    if (polled[1].revents != 0) {
-      uint64_t count;
-      if (read(control->wake, &count, sizeof(count)) < 0) {
-        // Nothing to drain: the state is read under the mutex above.
-      }
-    }
-    // Read first: accepting appends to `clients`, whose indices match `polled` until then.
-    for (size_t i = clients.size(); i-- > 0;) {
+  }
+
+  // Reads the Hellos that arrived and hands the descriptor to each client that proved to be its rank.
+  void answerReadable(const std::vector<pollfd>& polled) {
+    for (size_t i = clients_.size(); i-- > 0;) {
       if (polled[i + 2].revents == 0) continue;
-      Client& c = clients[i];
+      Client& c = clients_[i];
       long n = readSome(c.fd, reinterpret_cast<char*>(&c.hello) + c.got, sizeof(c.hello) - c.got);
       if (n == 0) continue;
       if (n > 0) c.got += static_cast<size_t>(n);
       if (n > 0 && c.got < sizeof(c.hello)) continue;
       const int from = c.hello.rank;
-      const bool valid = n > 0 && c.hello.token == offers[rank].token && from >= 0 && from < nranks &&
-                         awaited(from) && isOurProcess(c.credentials, offers[from].pid);
+      const bool valid = n > 0 && c.hello.token == offers_[rank_].token && from >= 0 && from < nranks_ &&
+                         awaited(from) && isOurProcess(c.credentials, offers_[from].pid);
       if (!valid) {
         refuse(c, "not the rank it claims");
       } else {
-        served[from] = 1;
-        if (!sendDescriptor(c.fd, offeredFd))
-          logWarn("rank %d: could not hand a buffer's descriptor to rank %d (%s)", rank, from,
+        served_[from] = 1;
+        if (!sendDescriptor(c.fd, offeredFd_))
+          logWarn("rank %d: could not hand a buffer's descriptor to rank %d (%s)", rank_, from,
                   strerror(errno));
         close(c.fd);
       }
-      clients.erase(clients.begin() + static_cast<std::ptrdiff_t>(i));
+      clients_.erase(clients_.begin() + static_cast<std::ptrdiff_t>(i));
     }
-    if ((polled[0].revents & POLLIN) == 0) continue;
+  }
+
+  // Accepts every waiting connection; one from a process no awaited rank announced is dropped at once,
+  // before anything is read from it, whatever it sends or withholds.
+  void acceptWaiting() {
     for (;;) {
-      Client c{accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC), ucred{}, Hello{}, 0};
+      Client c{accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC), ucred{}, Hello{}, 0};
       if (c.fd < 0) break;  // none left (or a transient error: poll again)
-      // Checked before reading anything: a stranger is dropped at once, whatever it sends or withholds.
       bool known = false;
       if (peerCredentials(c.fd, &c.credentials))
-        for (int r = 0; r < nranks && !known; ++r)
-          known = awaited(r) && isOurProcess(c.credentials, offers[r].pid);
-      if (known && clients.size() < static_cast<size_t>(nranks))
-        clients.push_back(c);
+        for (int r = 0; r < nranks_ && !known; ++r)
+          known = awaited(r) && isOurProcess(c.credentials, offers_[r].pid);
+      if (known && clients_.size() < static_cast<size_t>(nranks_))
+        clients_.push_back(c);
       else
         refuse(c, c.credentials.uid != geteuid() ? "another user" : "a process no rank announced");
     }
   }
-  for (const Client& c : clients) close(c.fd);
-  if (refused > kLoggedRefusals) logWarn("rank %d: refused %d connections in all", rank, refused);
+
+  const Bootstrap& bootstrap_;
+  const std::vector<Offer>& offers_;
+  const int rank_, nranks_;
+  const int listener_, offeredFd_;
+  std::vector<uint8_t> served_;
+  std::vector<Client> clients_;
+  int refused_ = 0;
+};
+
+void serve(const Bootstrap& bootstrap, const std::vector<Offer>& offers, ServeControl* control, int listener,
+           int offeredFd, Deadline deadline) {
+  FdServer(bootstrap, offers, listener, offeredFd).run(control, deadline);
+}
+
+// Connects to every remote rank's offer (within `deadline`) and records in row `rank` of `reached`
+// which succeeded; connections[r] is -1 where none was made.
+void connectToOffers(Bootstrap& bootstrap, const Topology& topology, const std::vector<Offer>& offers,
+                     Deadline deadline, std::vector<int>* connections, std::vector<uint8_t>* reached) {
+  const int rank = bootstrap.rank(), nranks = bootstrap.size();
+  const std::function<bool()> aborted = [&] { return bootstrap.aborted(); };
+  for (int r = 0; r < nranks; ++r) {
+    if (r == rank || topology.sameProcess(rank, r) || !offers[r].offering) continue;
+    std::string why;
+    const Hello hello{offers[r].token, rank, 0};
+    (*connections)[r] =
+        connectToProcess(offers[r].name, offers[r].pid, &hello, sizeof(hello), deadline, aborted, &why);
+    (*reached)[static_cast<size_t>(rank) * nranks + r] = (*connections)[r] >= 0;
+    if ((*connections)[r] < 0 && !bootstrap.aborted())
+      logWarn(
+          "rank %d: cannot reach rank %d's descriptor socket (%s): buffers shared with it copy through "
+          "scratch",
+          rank, r, why.c_str());
+  }
+}
+
+// Takes each peer's descriptor from its connection (when `take`) and closes the connections.
+void receiveFds(const Bootstrap& bootstrap, bool take, Deadline deadline, std::vector<int>* connections,
+                std::vector<int>* received) {
+  const std::function<bool()> aborted = [&] { return bootstrap.aborted(); };
+  for (size_t r = 0; r < connections->size(); ++r) {
+    const int connection = (*connections)[r];
+    if (connection < 0) continue;
+    if (take) {
+      (*received)[r] = recvDescriptor(connection, deadline, aborted);
+      if ((*received)[r] < 0 && !bootstrap.aborted())
+        logWarn(
+            "rank %d: rank %zu sent no descriptor for a buffer: buffers shared with it copy through scratch",
+            bootstrap.rank(), r);
+    }
+    close(connection);
+  }
 }
 
 }  // namespace
@@ -166,8 +239,6 @@ Status exchangeFds(Bootstrap& bootstrap, const Topology& topology, int offeredFd
   const int rank = bootstrap.rank(), nranks = bootstrap.size();
   const Deadline deadline = deadlineAfter(bootstrapTimeoutSeconds());
   received->assign(nranks, -1);
-  auto remote = [&](int r) { return r != rank && !topology.sameProcess(rank, r); };
-  const std::function<bool()> aborted = [&] { return bootstrap.aborted(); };
 
   std::vector<Offer> offers(nranks);
   Offer& mine = offers[rank];
@@ -203,20 +274,8 @@ Status exchangeFds(Bootstrap& bootstrap, const Topology& topology, int offeredFd
   if (ok(status)) {
     // Half the rendezvous timeout at most: the round below must still fit in what is left.
     const double retry = std::min(kConnectRetrySeconds, bootstrapTimeoutSeconds() / 2);
-    const Deadline connectDeadline = std::min(deadline, deadlineAfter(retry));
-    for (int r = 0; r < nranks; ++r) {
-      if (!remote(r) || !offers[r].offering) continue;
-      std::string why;
-      const Hello hello{offers[r].token, rank, 0};
-      connections[r] = connectToProcess(offers[r].name, offers[r].pid, &hello, sizeof(hello), connectDeadline,
-                                        aborted, &why);
-      reached[static_cast<size_t>(rank) * nranks + r] = connections[r] >= 0;
-      if (connections[r] < 0 && !bootstrap.aborted())
-        logWarn(
-            "rank %d: cannot reach rank %d's descriptor socket (%s): buffers shared with it copy through "
-            "scratch",
-            rank, r, why.c_str());
-    }
+    connectToOffers(bootstrap, topology, offers, std::min(deadline, deadlineAfter(retry)), &connections,
+                    &reached);
     status = bootstrap.allGather(reached.data(), nranks);
   }
   if (serving) {
@@ -228,17 +287,7 @@ Status exchangeFds(Bootstrap& bootstrap, const Topology& topology, int offeredFd
     else if (ok(status))
       serve(bootstrap, offers, &control, listener, offeredFd, deadline);
   }
-  for (int r = 0; r < nranks; ++r) {
-    if (connections[r] < 0) continue;
-    if (ok(status)) {
-      (*received)[r] = recvDescriptor(connections[r], deadline, aborted);
-      if ((*received)[r] < 0 && !bootstrap.aborted())
-        logWarn(
-            "rank %d: rank %d sent no descriptor for a buffer: buffers shared with it copy through scratch",
-            rank, r);
-    }
-    close(connections[r]);
-  }
+  receiveFds(bootstrap, ok(status), deadline, &connections, received);
   if (control.wake >= 0) close(control.wake);
   if (listener >= 0) close(listener);
   if (ok(status) && bootstrap.aborted())

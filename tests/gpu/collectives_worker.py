@@ -239,7 +239,8 @@ def scenario_p2p(r: Rank) -> None:
         for p in range(n):
             expected = pattern(int(counts[p][me]), p * n + me)
             assert np.array_equal(recvs[p].get(), expected), f"alltoallv from {p}"
-    # Every peer at once with 512 KB (packets) and 2 MB (lanes): at 10 ranks more lanes than one kernel holds.
+    # Every peer at once with 512 KB (packets) and 2 MB (chunks): at 10 ranks more transfer parts than one
+    # kernel holds.
     for count in (128 << 10, (512 << 10) + 5):
         sends = [cp.asarray(pattern(count, me * n + p).astype(np.float32)) for p in range(n)]
         recvs = [cp.zeros(count, dtype=cp.float32) for _ in range(n)]

@@ -277,7 +277,7 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaSetDevice(0));
   CHECK_NCCL(ncclCommInitRank(&me.comm, me.nranks, id, me.rank));
   for (cudaStream_t& s : me.streams) CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  std::vector<size_t> counts = {1000, 262147};  // packets, and lanes or chunks
+  std::vector<size_t> counts = {1000, 262147};  // packets, then chunks
   if (argc > 1) counts.assign(argc - 1, 0);
   for (int i = 1; i < argc; ++i) counts[i - 1] = strtoull(argv[i], nullptr, 10);
   for (size_t count : counts) {

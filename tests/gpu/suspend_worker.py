@@ -21,7 +21,7 @@ from mscclpp_nccl.gpus import local_device
 
 NCCL_SUSPEND_MEM = 0x01
 STAT_SUSPEND, STAT_SUSPENDED, STAT_PERSIST, STAT_TOTAL = range(4)
-SIZES = (4096, 1 << 20)  # float32 elements: LL packets, then lanes or zero-copy
+SIZES = (4096, 1 << 20)  # float32 elements: LL packets, then chunks or zero-copy
 MIB = 1 << 20
 
 

@@ -47,4 +47,25 @@ inline size_t packetScratchBytes(int nranks, size_t slotPackets) {
   return 2ull * kMaxPacketBlocks * nranks * slotPackets * kPacketBytes;
 }
 
+// Point-to-point packet channels. Collectives advance communicator-wide step counters (one per block
+// index), which works because every rank takes part in every step. A send or receive involves two
+// ranks, so each (peer, direction, channel) has its own step counter and its own slots (a scratch of
+// the collectives' layout, channel c in block region c), and the receiver acknowledges each step, so
+// that the sender never overwrites a slot still being read: two steps of packets in flight.
+struct P2pComm {
+  PacketComm packets;     // p2p scratch: [half][channel][sender] slots, own step counter unused
+  void* localAcks;        // this rank's ack packets: [half][channel][peer]
+  void* const* peerAcks;  // device array: every rank's ack area as mapped here
+  uint64_t* sendSteps;    // [peer][channel]
+  uint64_t* recvSteps;    // [peer][channel]
+};
+
+// Bytes of the ack area a rank needs.
+inline size_t p2pAckBytes(int nranks) { return 2ull * kMaxPacketBlocks * nranks * kPacketBytes; }
+
+// The ack packet of (half, channel, peer) in an ack area.
+__host__ __device__ inline size_t p2pAckOffset(int nranks, int half, int channel, int peer) {
+  return (static_cast<size_t>(half) * kMaxPacketBlocks + channel) * nranks + peer;
+}
+
 }  // namespace mscclpp_nccl

@@ -1,17 +1,16 @@
-// Pieces shared by the packet kernels: scratch addressing, per-call constants, and PacketStep, the
-// send / receive / receive-reduce operations every packet algorithm is a schedule of.
+// The verbs of the packet protocol, which every packet algorithm is a schedule of: PacketStep (send,
+// receive, receive-reduce, over every peer of a collective's step) and PacketChannel (one acknowledged
+// point-to-point direction). Kernels reach packets and slots only through these.
 #pragma once
 
 #include <cstdint>
 
-#include "native/algorithms/allreduce.h"
-#include "native/algorithms/packet_layout.h"
-#include "native/algorithms/reduce_dispatch.cuh"
+#include "native/common/arithmetic.h"
 #include "native/device/bounded_wait.cuh"
 #include "native/device/packet.cuh"
 #include "native/device/rank_order.cuh"
 #include "native/device/reduce.cuh"
-#include "native/device/step_sequence.cuh"
+#include "native/primitives/packet_layout.h"
 
 namespace mscclpp_nccl {
 
@@ -24,42 +23,6 @@ __device__ __forceinline__ LLPacket* packetSlot(const PacketComm& comm, void* sc
 __device__ __forceinline__ uint32_t stepFlag(uint64_t base, int step) {
   return static_cast<uint32_t>(base + step);
 }
-
-__host__ __device__ inline size_t divCeil(size_t a, size_t b) { return (a + b - 1) / b; }
-
-// An all-reduce's buffers as packet words (8 bytes; the last one trimmed to the buffer's end).
-template <typename T>
-class AllReduceWords {
- public:
-  __device__ explicit AllReduceWords(const AllReduceArgs& args)
-      : args_(args),
-        bytes_(args.count * sizeof(T)),
-        sendAligned_((reinterpret_cast<uintptr_t>(args.send) & 7) == 0),
-        recvAligned_((reinterpret_cast<uintptr_t>(args.recv) & 7) == 0),
-        scalar_(args.op.scaling.preMultiply ? loadScalar<T>(args.op.scaling)
-                                            : typename ElementTraits<T>::Acc(1)) {}
-
-  __device__ __forceinline__ size_t count() const { return divCeil(bytes_, kPacketPayloadBytes); }
-
-  // Word i of this rank's input, times this rank's PreMulSum scalar if any.
-  __device__ __forceinline__ uint2 contribution(size_t i) const {
-    const uint2 bits = loadWord<T>(static_cast<const char*>(args_.send), i, bytes_, sendAligned_);
-    return args_.op.scaling.preMultiply ? Word<T>::scale(bits, scalar_) : bits;
-  }
-
-  // Stores word i of the output.
-  __device__ __forceinline__ void store(size_t i, uint2 bits) const {
-    storeWord<T>(static_cast<char*>(args_.recv), i, bytes_, recvAligned_, bits);
-  }
-
-  __device__ __forceinline__ int postDivisor() const { return args_.op.scaling.postDivisor; }
-
- private:
-  const AllReduceArgs& args_;
-  size_t bytes_;
-  bool sendAligned_, recvAligned_;
-  typename ElementTraits<T>::Acc scalar_;
-};
 
 // One step of a packet kernel as one block sees it: word i of this block's slot from each sender, in
 // every rank's scratch, tagged with the step's flag (LL packets: data and flag land together, so a
@@ -183,6 +146,76 @@ class PacketStep {
  private:
   const PacketComm& comm_;
   BoundedWait& wait_;
+  uint32_t flag_;
+};
+
+// Step `step` (0-based, within one kernel) of one direction of the point-to-point packet channel
+// (peer, `channel`), as one block sees it (packet_layout.h: P2pComm). The sender may write a step's slot
+// once the receiver acknowledged the step two before, which used the same half; the receiver
+// acknowledges a step once the whole block has read it. Each word travels between the same thread
+// index at both ends, as in PacketStep.
+class PacketChannel {
+ public:
+  __device__ PacketChannel(const P2pComm& comm, BoundedWait& wait, int peer, int channel, bool sending,
+                           int step)
+      : comm_(comm),
+        wait_(wait),
+        peer_(peer),
+        channel_(channel),
+        number_(counter(comm, peer, channel, sending) + step + 1),
+        flag_(static_cast<uint32_t>(number_)) {}
+
+  // Sender: waits until this step's slot is free (the ack of the step two before); false: gave up.
+  __device__ bool waitFree() {
+    bool ok = true;
+    if (number_ > 2 && threadIdx.x == 0) {
+      uint2 ignored;
+      ok = wait_.load(ackPacket(comm_.localAcks, peer_), flag_ - 2, &ignored, peer_);
+    }
+    return __syncthreads_and(ok);
+  }
+
+  // Sender: word i of this step.
+  __device__ __forceinline__ void send(size_t i, uint2 bits) const {
+    const PacketComm& packets = comm_.packets;
+    llStore(slot(packets.peerScratch[peer_], packets.rank) + i, bits, flag_);
+  }
+
+  // Receiver: word i of this step; false when it never came.
+  __device__ __forceinline__ bool receive(size_t i, uint2* bits) {
+    return wait_.load(slot(comm_.packets.localScratch, peer_) + i, flag_, bits, peer_);
+  }
+
+  // Receiver: hands the step's slot back once every thread of the block has read its words.
+  __device__ void acknowledge() {
+    __syncthreads();
+    if (threadIdx.x == 0)
+      llStore(ackPacket(comm_.peerAcks[peer_], comm_.packets.rank), make_uint2(0, 0), flag_);
+  }
+
+  // Moves the channel's step counter past `steps` steps of a finished kernel (one thread, after the
+  // block's last step).
+  static __device__ void advance(const P2pComm& comm, int peer, int channel, bool sending, uint64_t steps) {
+    counter(comm, peer, channel, sending) += steps;
+  }
+
+ private:
+  static __device__ uint64_t& counter(const P2pComm& comm, int peer, int channel, bool sending) {
+    return (sending ? comm.sendSteps
+                    : comm.recvSteps)[static_cast<size_t>(peer) * kMaxPacketBlocks + channel];
+  }
+  __device__ LLPacket* slot(void* scratch, int sender) const {
+    return static_cast<LLPacket*>(scratch) + packetSlotOffset(comm_.packets, flag_ & 1, channel_, sender);
+  }
+  __device__ LLPacket* ackPacket(void* acks, int peer) const {
+    return static_cast<LLPacket*>(acks) + p2pAckOffset(comm_.packets.nranks, flag_ & 1, channel_, peer);
+  }
+
+  const P2pComm& comm_;
+  BoundedWait& wait_;
+  int peer_;
+  int channel_;
+  uint64_t number_;  // the channel's steps so far, this one included
   uint32_t flag_;
 };
 

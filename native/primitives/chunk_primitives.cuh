@@ -1,44 +1,45 @@
-// Block-wide pieces shared by the chunked (lane) kernels: lane flow control and the unit loops that
-// copy and reduce chunks. Every thread of a block calls every function here, in the same order.
+// The verbs of the chunk protocol, which every chunked algorithm is a schedule of: ChunkBlock (acquire
+// and post a chunk slot to send, acquire and release one received, on one block's channel to each peer)
+// and the unit loops that copy a chunk into or out of a slot and reduce received chunks, forwarding the
+// result when asked. Every thread of a block calls every function here, in the same order.
 #pragma once
 
 #include <cstdint>
 
-#include "native/algorithms/lanes.h"
-#include "native/algorithms/reduce_dispatch.cuh"
 #include "native/device/bounded_wait.cuh"
 #include "native/device/rank_order.cuh"
 #include "native/device/reduce.cuh"
 #include "native/device/semaphore.cuh"
+#include "native/primitives/chunk_layout.h"
 
 namespace mscclpp_nccl {
 
 // The slot each peer's next chunk uses, resolved once per acquire.
-struct LaneSlots {
-  char* send[kMaxLaneRanks];
-  const char* recv[kMaxLaneRanks];
+struct ChunkSlots {
+  char* send[kMaxChunkRanks];
+  const char* recv[kMaxChunkRanks];
 };
 
-// One block's view of its lanes: lane `lane` (by default the block's index) to every peer. `Peers`
-// arguments are predicates on a rank: the lanes used by a step. Both ends of a lane must use it in the
-// same steps; that keeps its counters in step.
-class LaneBlock {
+// One block's view of its chunk channels: channel `channel` (by default the block's index) to every
+// peer. `Peers` arguments are predicates on a rank: the channels used by a step. Both ends of a channel
+// must use it in the same steps; that keeps its counters in step.
+class ChunkBlock {
  public:
-  __device__ LaneBlock(const LaneComm& lanes, LaneSlots& slots)
-      : LaneBlock(lanes, slots, static_cast<int>(blockIdx.x)) {}
-  __device__ LaneBlock(const LaneComm& lanes, LaneSlots& slots, int lane)
-      : lanes_(lanes), slots_(slots), wait_(lanes.wait), lane_(lane) {}
+  __device__ ChunkBlock(const ChunkComm& comm, ChunkSlots& slots)
+      : ChunkBlock(comm, slots, static_cast<int>(blockIdx.x)) {}
+  __device__ ChunkBlock(const ChunkComm& comm, ChunkSlots& slots, int channel)
+      : comm_(comm), slots_(slots), wait_(comm.wait), channel_(channel) {}
 
   // Waits until each peer has freed the slot of this rank's next chunk to it; false: give up.
   template <typename Peers>
   __device__ bool acquireSend(Peers peers) {
     bool ok = true;
-    for (int peer = threadIdx.x; peer < lanes_.nranks; peer += blockDim.x) {
-      if (peer == lanes_.rank || !peers(peer)) continue;
-      const uint64_t next = counter(lanes_.sent, peer) + 1;
-      slots_.send[peer] = lanes_.peerScratch[peer] + laneSlotOffset(lanes_, lane_, lanes_.rank, next - 1);
-      if (next > kLaneStages && ok)
-        ok = semaphoreWait(laneFreed(lanes_, lanes_.localScratch, lane_, peer), next - kLaneStages, wait_,
+    for (int peer = threadIdx.x; peer < comm_.nranks; peer += blockDim.x) {
+      if (peer == comm_.rank || !peers(peer)) continue;
+      const uint64_t next = counter(comm_.sent, peer) + 1;
+      slots_.send[peer] = comm_.peerScratch[peer] + chunkSlotOffset(comm_, channel_, comm_.rank, next - 1);
+      if (next > kChunkStages && ok)
+        ok = semaphoreWait(chunkFreed(comm_, comm_.localScratch, channel_, peer), next - kChunkStages, wait_,
                            peer);
     }
     return __syncthreads_and(ok);
@@ -48,11 +49,11 @@ class LaneBlock {
   template <typename Peers>
   __device__ void postSend(Peers peers) {
     __syncthreads();
-    for (int peer = threadIdx.x; peer < lanes_.nranks; peer += blockDim.x) {
-      if (peer == lanes_.rank || !peers(peer)) continue;
-      const uint64_t next = counter(lanes_.sent, peer) + 1;
-      semaphoreSignal(laneReady(lanes_, lanes_.peerScratch[peer], lane_, lanes_.rank), next);
-      counter(lanes_.sent, peer) = next;
+    for (int peer = threadIdx.x; peer < comm_.nranks; peer += blockDim.x) {
+      if (peer == comm_.rank || !peers(peer)) continue;
+      const uint64_t next = counter(comm_.sent, peer) + 1;
+      semaphoreSignal(chunkReady(comm_, comm_.peerScratch[peer], channel_, comm_.rank), next);
+      counter(comm_.sent, peer) = next;
     }
   }
 
@@ -60,11 +61,11 @@ class LaneBlock {
   template <typename Peers>
   __device__ bool acquireRecv(Peers peers) {
     bool ok = true;
-    for (int peer = threadIdx.x; peer < lanes_.nranks; peer += blockDim.x) {
-      if (peer == lanes_.rank || !peers(peer)) continue;
-      const uint64_t next = counter(lanes_.received, peer) + 1;
-      slots_.recv[peer] = lanes_.localScratch + laneSlotOffset(lanes_, lane_, peer, next - 1);
-      if (ok) ok = semaphoreWait(laneReady(lanes_, lanes_.localScratch, lane_, peer), next, wait_, peer);
+    for (int peer = threadIdx.x; peer < comm_.nranks; peer += blockDim.x) {
+      if (peer == comm_.rank || !peers(peer)) continue;
+      const uint64_t next = counter(comm_.received, peer) + 1;
+      slots_.recv[peer] = comm_.localScratch + chunkSlotOffset(comm_, channel_, peer, next - 1);
+      if (ok) ok = semaphoreWait(chunkReady(comm_, comm_.localScratch, channel_, peer), next, wait_, peer);
     }
     return __syncthreads_and(ok);
   }
@@ -73,28 +74,28 @@ class LaneBlock {
   template <typename Peers>
   __device__ void releaseRecv(Peers peers) {
     __syncthreads();
-    for (int peer = threadIdx.x; peer < lanes_.nranks; peer += blockDim.x) {
-      if (peer == lanes_.rank || !peers(peer)) continue;
-      const uint64_t next = counter(lanes_.received, peer) + 1;
-      semaphoreSignal(laneFreed(lanes_, lanes_.peerScratch[peer], lane_, lanes_.rank), next);
-      counter(lanes_.received, peer) = next;
+    for (int peer = threadIdx.x; peer < comm_.nranks; peer += blockDim.x) {
+      if (peer == comm_.rank || !peers(peer)) continue;
+      const uint64_t next = counter(comm_.received, peer) + 1;
+      semaphoreSignal(chunkFreed(comm_, comm_.peerScratch[peer], channel_, comm_.rank), next);
+      counter(comm_.received, peer) = next;
     }
   }
 
   __device__ char* sendSlot(int peer) const { return slots_.send[peer]; }
   __device__ const char* recvSlot(int peer) const { return slots_.recv[peer]; }
-  __device__ int rank() const { return lanes_.rank; }
-  __device__ int nranks() const { return lanes_.nranks; }
+  __device__ int rank() const { return comm_.rank; }
+  __device__ int nranks() const { return comm_.nranks; }
 
  private:
   __device__ uint64_t& counter(uint64_t* counters, int peer) const {
-    return counters[static_cast<size_t>(lane_) * lanes_.nranks + peer];
+    return counters[static_cast<size_t>(channel_) * comm_.nranks + peer];
   }
 
-  const LaneComm& lanes_;
-  LaneSlots& slots_;
+  const ChunkComm& comm_;
+  ChunkSlots& slots_;
   BoundedWait wait_;
-  int lane_;
+  int channel_;
 };
 
 // Calls store(i, load(i)) for units 0..units-1, kUnroll units per thread in flight.
@@ -183,17 +184,17 @@ __device__ __forceinline__ void reduceUnits(size_t units, int nranks, int postDi
 // when `scale`), every peer's from its received slot. Writes the result to `out` and, when
 // `forward`, into this rank's send slot of every peer.
 template <typename T, typename Op>
-__device__ __forceinline__ void reduceChunk(const LaneBlock& lane, const char* own, char* out, size_t bytes,
-                                            bool scale, typename ElementTraits<T>::Acc scalar,
+__device__ __forceinline__ void reduceChunk(const ChunkBlock& channels, const char* own, char* out,
+                                            size_t bytes, bool scale, typename ElementTraits<T>::Acc scalar,
                                             int postDivisor, bool forward) {
   if (bytes == 0) return;
   const ChunkRef mine = userChunk(own, bytes), result = userChunk(out, bytes);
   const size_t slotBytes = slotChunk(nullptr, bytes).bytes;
-  const int me = lane.rank(), nranks = lane.nranks();
+  const int me = channels.rank(), nranks = channels.nranks();
   reduceUnits<T, Op, 4, 1>(
       (bytes + 15) / 16, nranks, postDivisor,
       [&](int sender, size_t i) {
-        if (sender != me) return loadUnit<T>(lane.recvSlot(sender), i, slotBytes, 16);
+        if (sender != me) return loadUnit<T>(channels.recvSlot(sender), i, slotBytes, 16);
         Unit unit = loadUnit<T>(mine.base, i, mine.bytes, mine.alignment);
         return scale ? Unit{Word<T>::scale(unit.lo, scalar), Word<T>::scale(unit.hi, scalar)} : unit;
       },
@@ -201,7 +202,7 @@ __device__ __forceinline__ void reduceChunk(const LaneBlock& lane, const char* o
         storeUnit<T>(result.base, i, result.bytes, result.alignment, unit);
         if (!forward) return;
         for (int k = 1; k < nranks; ++k)
-          storeUnit<T>(lane.sendSlot(peerAfter(me, k, nranks)), i, slotBytes, 16, unit);
+          storeUnit<T>(channels.sendSlot(peerAfter(me, k, nranks)), i, slotBytes, 16, unit);
       });
 }
 
