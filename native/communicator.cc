@@ -28,7 +28,7 @@ constexpr size_t kMinChunkSlotBytes = 4096;
 constexpr size_t kMaxChunkSlotBytes = 256 * 1024;
 constexpr int kShareIdTag = 0x5eed;
 
-// Where the one-sided signal counters start in a rank's syncScratch_: after the barrier flags, aligned.
+// Where the one-sided signal counters start in the sync region: after the barrier flags, aligned.
 size_t signalCountersAt(int nranks) { return (zeroCopyFlagBytes(nranks) + 7) / 8 * 8; }
 
 // Scratch per rank: MSCCLPP_NCCL_SCRATCH_BYTES, rounded so every slot holds whole packets.
@@ -111,7 +111,7 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
   const double scratchMs = lap();
   MSCCLPP_TRY(createTransports(layout));
   // Zero-copy on buffers outside windows needs the barrier flags and the chunked kernel to fall back on.
-  if (layout.mapsBuffers && syncScratch_ && chunkScratch_) {
+  if (layout.mapsBuffers && hasScratch(kSyncRegion) && hasScratch(kChunkRegion)) {
     MSCCLPP_TRY(MappedAllocations::create(*bootstrap_, topology_, device_, &mapped_));
     transports_.direct.mappedTable = mapped_->deviceTable();
     selector_.setMapsBuffers(true);
@@ -226,24 +226,17 @@ Status Communicator::agreeOnLayout(CommRole role, NativeLayout* layout) {
 }
 
 Status Communicator::createScratch(const NativeLayout& layout) {
-  MSCCLPP_TRY(
-      PeerBuffer::create(*bootstrap_, topology_, packetScratchBytes(nranks_, layout.slotPackets), &scratch_));
+  std::vector<size_t> regions(kRegionCount, 0);
+  regions[kPacketRegion] = packetScratchBytes(nranks_, layout.slotPackets);
   if (layout.chunkSlotBytes > 0)
-    MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_,
-                                   chunkScratchBytes(layout.chunkBlocks, nranks_, layout.chunkSlotBytes),
-                                   &chunkScratch_));
-  // Point-to-point channels: slots of their own (laid out like the collectives'), then the acks.
-  MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_,
-                                 packetScratchBytes(nranks_, layout.slotPackets) + p2pAckBytes(nranks_),
-                                 &p2pScratch_));
-  if (nranks_ <= kMaxZeroCopyRanks)
-    MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_,
-                                   signalCountersAt(nranks_) + signalCounterBytes(nranks_), &syncScratch_));
+    regions[kChunkRegion] = chunkScratchBytes(layout.chunkBlocks, nranks_, layout.chunkSlotBytes);
+  regions[kP2pPacketRegion] = packetScratchBytes(nranks_, layout.slotPackets);
+  regions[kP2pAckRegion] = p2pAckBytes(nranks_);
   if (nranks_ <= kMaxChunkRanks)
-    MSCCLPP_TRY(PeerBuffer::create(*bootstrap_, topology_,
-                                   chunkScratchBytes(kMaxP2pChunkParts, nranks_, kP2pChunkSlotBytes),
-                                   &p2pChunkScratch_));
-  return Status::kSuccess;
+    regions[kP2pChunkRegion] = chunkScratchBytes(kMaxP2pChunkParts, nranks_, kP2pChunkSlotBytes);
+  if (nranks_ <= kMaxZeroCopyRanks)
+    regions[kSyncRegion] = signalCountersAt(nranks_) + signalCounterBytes(nranks_);
+  return PeerBuffer::create(*bootstrap_, topology_, regions, &scratch_);
 }
 
 Status Communicator::createTransports(const NativeLayout& layout) {
@@ -283,41 +276,32 @@ Status Communicator::createTransports(const NativeLayout& layout) {
 
 Status Communicator::bindScratch(const NativeLayout& layout) {
   const CounterLayout counters(nranks_, layout.chunkBlocks);
-  transports_.packets.localScratch = scratch_->local();
-  transports_.packets.peerScratch = scratch_->devicePeerTable();
-  MSCCLPP_TRY(createP2pTransport(layout, counters));
+  const PeerBuffer& scratch = *scratch_;
+  transports_.packets.localScratch = scratch.local(kPacketRegion);
+  transports_.packets.peerScratch = scratch.devicePeerTable(kPacketRegion);
+  P2pComm& p2p = transports_.p2p;
+  p2p.packets = transports_.packets;
+  p2p.packets.localScratch = scratch.local(kP2pPacketRegion);
+  p2p.packets.peerScratch = scratch.devicePeerTable(kP2pPacketRegion);
+  p2p.localAcks = scratch.local(kP2pAckRegion);
+  p2p.peerAcks = scratch.devicePeerTable(kP2pAckRegion);
+  p2p.sendSteps = deviceCounters_ + counters.p2pSend;
+  p2p.recvSteps = deviceCounters_ + counters.p2pRecv;
   const WaitControl& wait = transports_.packets.wait;
-  transports_.chunks = chunkComm(layout.chunkBlocks, layout.chunkSlotBytes, chunkScratch_.get(),
+  transports_.chunks = chunkComm(layout.chunkBlocks, layout.chunkSlotBytes, kChunkRegion,
                                  deviceCounters_ + counters.chunks, wait);
-  transports_.p2pChunks = chunkComm(kMaxP2pChunkParts, kP2pChunkSlotBytes, p2pChunkScratch_.get(),
+  transports_.p2pChunks = chunkComm(kMaxP2pChunkParts, kP2pChunkSlotBytes, kP2pChunkRegion,
                                     deviceCounters_ + counters.p2pChunks, wait);
-  if (syncScratch_) {
-    transports_.direct.localFlags = static_cast<uint64_t*>(syncScratch_->local());
-    transports_.direct.peerFlags = reinterpret_cast<uint64_t* const*>(syncScratch_->devicePeerTable());
+  if (scratch.has(kSyncRegion)) {
+    transports_.direct.localFlags = static_cast<uint64_t*>(scratch.local(kSyncRegion));
+    transports_.direct.peerFlags = reinterpret_cast<uint64_t* const*>(scratch.devicePeerTable(kSyncRegion));
     const size_t at = signalCountersAt(nranks_);
     std::vector<uint64_t*> peers(nranks_);
     for (int r = 0; r < nranks_; ++r)
-      peers[r] = reinterpret_cast<uint64_t*>(static_cast<char*>(syncScratch_->peer(r)) + at);
+      peers[r] = reinterpret_cast<uint64_t*>(static_cast<char*>(scratch.peer(kSyncRegion, r)) + at);
     oneSided_.bind(rank_, std::move(peers),
-                   reinterpret_cast<uint64_t*>(static_cast<char*>(syncScratch_->local()) + at));
+                   reinterpret_cast<uint64_t*>(static_cast<char*>(scratch.local(kSyncRegion)) + at));
   }
-  return Status::kSuccess;
-}
-
-Status Communicator::createP2pTransport(const NativeLayout& layout, const CounterLayout& counters) {
-  const size_t p2pDataBytes = packetScratchBytes(nranks_, layout.slotPackets);
-  P2pComm& p2p = transports_.p2p;
-  p2p.packets = transports_.packets;
-  p2p.packets.localScratch = p2pScratch_->local();
-  p2p.packets.peerScratch = p2pScratch_->devicePeerTable();
-  p2p.localAcks = static_cast<char*>(p2pScratch_->local()) + p2pDataBytes;
-  std::vector<void*> peerAcks(nranks_);
-  for (int r = 0; r < nranks_; ++r) peerAcks[r] = static_cast<char*>(p2pScratch_->peer(r)) + p2pDataBytes;
-  MSCCLPP_CUDA_TRY(cudaMalloc(&deviceAckTable_, sizeof(void*) * nranks_));
-  MSCCLPP_TRY(copyToDevice(deviceAckTable_, peerAcks.data(), sizeof(void*) * nranks_));
-  p2p.peerAcks = deviceAckTable_;
-  p2p.sendSteps = deviceCounters_ + counters.p2pSend;
-  p2p.recvSteps = deviceCounters_ + counters.p2pRecv;
   return Status::kSuccess;
 }
 
@@ -338,14 +322,7 @@ Status Communicator::connectRouted(const HostLayout& layout, CommPath path) {
   return Status::kSuccess;
 }
 
-size_t Communicator::releasableBytes() const {
-  if (routed_) return 0;
-  size_t bytes = deviceAckTable_ ? sizeof(void*) * nranks_ : 0;
-  for (const PeerBuffer* buffer :
-       {scratch_.get(), chunkScratch_.get(), p2pScratch_.get(), p2pChunkScratch_.get(), syncScratch_.get()})
-    if (buffer) bytes += buffer->deviceBytes();
-  return bytes;
-}
+size_t Communicator::releasableBytes() const { return !routed_ && scratch_ ? scratch_->deviceBytes() : 0; }
 
 size_t Communicator::deviceBytes() const {
   if (routed_) return routed_->deviceBytes();
@@ -390,16 +367,10 @@ Status Communicator::resume() {
 
 void Communicator::releaseScratch() {
   scratch_.reset();
-  chunkScratch_.reset();
-  p2pScratch_.reset();
-  p2pChunkScratch_.reset();
-  syncScratch_.reset();
-  if (deviceAckTable_) cudaFree(deviceAckTable_);
-  deviceAckTable_ = nullptr;
   cudaGetLastError();
 }
 
-ChunkComm Communicator::chunkComm(int blocks, size_t slotBytes, const PeerBuffer* scratch, uint64_t* counters,
+ChunkComm Communicator::chunkComm(int blocks, size_t slotBytes, int region, uint64_t* counters,
                                   const WaitControl& wait) const {
   ChunkComm chunks{};
   chunks.rank = rank_;
@@ -409,9 +380,9 @@ ChunkComm Communicator::chunkComm(int blocks, size_t slotBytes, const PeerBuffer
   chunks.wait = wait;
   chunks.sent = counters;
   chunks.received = counters + static_cast<size_t>(blocks) * nranks_;
-  if (scratch) {
-    chunks.localScratch = static_cast<char*>(scratch->local());
-    chunks.peerScratch = reinterpret_cast<char* const*>(scratch->devicePeerTable());
+  if (hasScratch(region)) {
+    chunks.localScratch = static_cast<char*>(scratch_->local(region));
+    chunks.peerScratch = reinterpret_cast<char* const*>(scratch_->devicePeerTable(region));
   }
   return chunks;
 }
@@ -530,7 +501,7 @@ Status Communicator::registerWindow(void* buffer, size_t bytes, bool symmetric, 
   }
   std::unique_ptr<SymmetricWindow> window;
   MSCCLPP_TRY(SymmetricWindow::create(*bootstrap_, topology_, buffer, bytes,
-                                      symmetric && syncScratch_ != nullptr, &window));
+                                      symmetric && hasScratch(kSyncRegion), &window));
   std::lock_guard<std::mutex> lock(windowsMutex_);
   *out = window.get();
   windows_.push_back(std::move(window));
@@ -633,7 +604,7 @@ Status Communicator::oneSidedRefusal(const char* what) const {
   if (routed_)
     return fail(Status::kInvalidUsage, "%s: not supported on a communicator that goes through stock NCCL",
                 what);
-  if (!syncScratch_)
+  if (!hasScratch(kSyncRegion))
     return fail(Status::kInvalidUsage, "%s: not supported past %d ranks", what, kMaxZeroCopyRanks);
   if (order_.capturing())  // the shim refuses captures first; this keeps the native rule whole
     return fail(Status::kInvalidUsage, "%s: not supported inside CUDA graph capture (nor in NCCL)", what);

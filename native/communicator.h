@@ -136,6 +136,17 @@ class Communicator final : public CollectiveComm {
   Status shrink(const std::vector<int>& excluded, std::unique_ptr<Communicator>* out);
 
  private:
+  // The regions of the peer-mapped scratch. Past kMaxChunkRanks ranks there are no chunk regions, past
+  // kMaxZeroCopyRanks no sync region.
+  enum ScratchRegion : int {
+    kPacketRegion,     // packet slots of the collectives
+    kChunkRegion,      // chunk slots and semaphores of the collectives
+    kP2pPacketRegion,  // packet slots of send/recv
+    kP2pAckRegion,     // send/recv acknowledgements
+    kP2pChunkRegion,   // chunk channels of large send/recv transfers
+    kSyncRegion,       // zero-copy barrier flags, then the one-sided signal counters
+    kRegionCount
+  };
   // What every rank of a native communicator agrees on before it lays out its transports.
   struct NativeLayout {
     size_t slotPackets = 0;     // packets per scratch slot
@@ -164,7 +175,6 @@ class Communicator final : public CollectiveComm {
   Status createTransports(const NativeLayout& layout);
   // Points the transports at the scratch (at connect, and again at resume).
   Status bindScratch(const NativeLayout& layout);
-  Status createP2pTransport(const NativeLayout& layout, const CounterLayout& counters);
   void releaseScratch();
   // The rest of connect() for a communicator that is not native (native/fallback/DESIGN.md): its
   // intra-host communicator and stock ones (native/routed_communicator.h) instead of our transport.
@@ -187,10 +197,12 @@ class Communicator final : public CollectiveComm {
   // is being captured (as beginCall found it).
   MappedCall describeBuffers(const void* send, size_t sendBytes, const void* recv, size_t recvBytes,
                              uint64_t ticket, bool* capturing);
-  // Chunk channels, `blocks` per pair, over `scratch` (null: none), their counters at `counters`
-  // ([sent][received]).
-  ChunkComm chunkComm(int blocks, size_t slotBytes, const PeerBuffer* scratch, uint64_t* counters,
+  // Chunk channels, `blocks` per pair, over scratch region `region` (absent: none), their counters at
+  // `counters` ([sent][received]).
+  ChunkComm chunkComm(int blocks, size_t slotBytes, int region, uint64_t* counters,
                       const WaitControl& wait) const;
+  // Whether the scratch holds `region` (false while suspended).
+  bool hasScratch(int region) const { return scratch_ && scratch_->has(region); }
 
   int rank_ = 0;
   int nranks_ = 0;
@@ -199,18 +211,14 @@ class Communicator final : public CollectiveComm {
   bool suspended_ = false;  // scratch released by suspend()
   std::unique_ptr<Bootstrap> bootstrap_;
   Topology topology_;
-  std::unique_ptr<PeerBuffer> scratch_;       // packet slots of the collectives
-  std::unique_ptr<PeerBuffer> chunkScratch_;  // chunk slots and semaphores (null past kMaxChunkRanks ranks)
-  std::unique_ptr<PeerBuffer> p2pScratch_;    // p2p data slots, then the ack packets
-  std::unique_ptr<PeerBuffer>
-      p2pChunkScratch_;  // chunk channels of large p2p transfers (null past kMaxChunkRanks)
-  std::unique_ptr<PeerBuffer> syncScratch_;  // zero-copy barrier flags (null past kMaxZeroCopyRanks)
-  int* hostFlags_ = nullptr;                 // [0] abort, [1] kernel error; host-mapped
-  std::atomic<int> lostRank_{-1};            // the first peer found gone
-  AbortLink childSetups_;                    // ncclCommSplit/Shrink children being set up
-  uint64_t* deviceCounters_ = nullptr;       // collective steps, blocks done, p2p steps per peer and channel
+  // The peer-mapped scratch: one buffer a rank, cut into the regions of ScratchRegion (null while
+  // suspended).
+  std::unique_ptr<PeerBuffer> scratch_;
+  int* hostFlags_ = nullptr;            // [0] abort, [1] kernel error; host-mapped
+  std::atomic<int> lostRank_{-1};       // the first peer found gone
+  AbortLink childSetups_;               // ncclCommSplit/Shrink children being set up
+  uint64_t* deviceCounters_ = nullptr;  // collective steps, blocks done, p2p steps per peer and channel
   Transports transports_{};
-  void** deviceAckTable_ = nullptr;
   AlgorithmSelector selector_;
   StreamOrder order_;
   std::unique_ptr<RoutedComm> routed_;  // set: every call goes there (hierarchical or all-stock)
@@ -221,7 +229,7 @@ class Communicator final : public CollectiveComm {
   uint64_t commHash_ = 0;                      // NCCL's commHash: a hash of the unique id
   std::unique_ptr<StallWatch> stallWatch_;     // null: stall reports are off (MSCCLPP_NCCL_STALL_REPORT=0)
   std::unique_ptr<BlockShare> blocks_;         // this rank's blocks of its GPU (native path)
-  OneSided oneSided_;                          // signal counters in syncScratch_, after the barrier flags
+  OneSided oneSided_;                          // signal counters in the sync region, after the barrier flags
 };
 
 }  // namespace mscclpp_nccl

@@ -5,7 +5,7 @@
 
 namespace mscclpp_nccl {
 
-constexpr int kMaxPacketBlocks = 32;    // packet kernels (algorithms/packet_layout.h)
+constexpr int kMaxPacketBlocks = 32;    // packet kernels (primitives/packet_layout.h)
 constexpr int kMaxChunkBlocks = 64;     // chunked kernels, one channel a block (primitives/chunk_layout.h)
 constexpr int kMaxZeroCopyBlocks = 64;  // zero-copy kernels (algorithms/zero_copy.h)
 

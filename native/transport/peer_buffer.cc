@@ -2,15 +2,20 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
+#include "native/common/arithmetic.h"
 #include "native/common/logging.h"
 #include "native/transport/cuda_check.h"
 #include "native/transport/setup_copy.h"
 
 namespace mscclpp_nccl {
 namespace {
+
+// Regions start on their own page, so that each keeps any alignment a kernel asks of its slots.
+constexpr size_t kRegionAlignment = 4096;
 
 struct ExportedBuffer {
   cudaIpcMemHandle_t handle;
@@ -35,14 +40,19 @@ Status enablePeerAccess(int device, int peerDevice) {
   return Status::kSuccess;
 }
 
-Status PeerBuffer::create(Bootstrap& bootstrap, const Topology& topology, size_t bytes,
-                          std::unique_ptr<PeerBuffer>* out) {
+Status PeerBuffer::create(Bootstrap& bootstrap, const Topology& topology,
+                          const std::vector<size_t>& regionBytes, std::unique_ptr<PeerBuffer>* out) {
   std::unique_ptr<PeerBuffer> buffer(new PeerBuffer());
   const int rank = bootstrap.rank();
   const int nranks = bootstrap.size();
-  buffer->bytes_ = bytes;
-  MSCCLPP_CUDA_TRY(cudaMalloc(&buffer->local_, bytes));
-  MSCCLPP_TRY(zeroDeviceMemory(buffer->local_, bytes));
+  buffer->nranks_ = nranks;
+  buffer->bytes_ = regionBytes;
+  for (size_t bytes : regionBytes) {
+    buffer->offsets_.push_back(buffer->total_);
+    buffer->total_ += roundUp(bytes, kRegionAlignment);
+  }
+  MSCCLPP_CUDA_TRY(cudaMalloc(&buffer->local_, std::max<size_t>(buffer->total_, 1)));
+  MSCCLPP_TRY(zeroDeviceMemory(buffer->local_, buffer->total_));
 
   std::vector<ExportedBuffer> exported(nranks);
   memset(exported.data(), 0, sizeof(ExportedBuffer) * nranks);
@@ -64,8 +74,12 @@ Status PeerBuffer::create(Bootstrap& bootstrap, const Topology& topology, size_t
       buffer->openedByIpc_[peer] = true;
     }
   }
-  MSCCLPP_CUDA_TRY(cudaMalloc(&buffer->deviceTable_, sizeof(void*) * nranks));
-  MSCCLPP_TRY(copyToDevice(buffer->deviceTable_, buffer->peers_.data(), sizeof(void*) * nranks));
+  std::vector<void*> table;
+  for (size_t region = 0; region < regionBytes.size(); ++region)
+    for (int r = 0; r < nranks; ++r) table.push_back(buffer->peer(static_cast<int>(region), r));
+  const size_t tableBytes = sizeof(void*) * table.size();
+  MSCCLPP_CUDA_TRY(cudaMalloc(&buffer->deviceTable_, std::max<size_t>(tableBytes, 1)));
+  MSCCLPP_TRY(copyToDevice(buffer->deviceTable_, table.data(), tableBytes));
   *out = std::move(buffer);
   return Status::kSuccess;
 }

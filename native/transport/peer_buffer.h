@@ -1,8 +1,10 @@
-// A device buffer that every rank of a communicator allocates and every other rank maps.
+// Device memory that every rank of a communicator allocates and every other rank maps, cut into regions
+// that each rank lays out alike.
 //
-// Ranks in one process use each other's pointers directly (a process cannot open its own IPC
-// handle); ranks in other processes on the host open a CUDA IPC handle (which also works between
-// processes sharing one GPU, under MPS or not). Creation is collective over the bootstrap.
+// One allocation and one mapping per peer serve every region: a peer's region is its buffer's base plus
+// the region's offset. Ranks in one process use each other's pointers directly (a process cannot open
+// its own IPC handle); ranks in other processes on the host open a CUDA IPC handle (which also works
+// between processes sharing one GPU, under MPS or not). Creation is collective over the bootstrap.
 #pragma once
 
 #include <cstddef>
@@ -21,30 +23,40 @@ Status enablePeerAccess(int device, int peerDevice);
 
 class PeerBuffer {
  public:
-  // Allocates `bytes` (zeroed) on the current device and maps every peer's buffer.
-  static Status create(Bootstrap& bootstrap, const Topology& topology, size_t bytes,
+  // Allocates one zeroed buffer on the current device holding region i of `regionBytes[i]` bytes (0: the
+  // region is absent), each at a page-aligned offset, and maps every peer's.
+  static Status create(Bootstrap& bootstrap, const Topology& topology, const std::vector<size_t>& regionBytes,
                        std::unique_ptr<PeerBuffer>* out);
   ~PeerBuffer();
   PeerBuffer(const PeerBuffer&) = delete;
   PeerBuffer& operator=(const PeerBuffer&) = delete;
 
-  void* local() const { return local_; }
-  size_t bytes() const { return bytes_; }
-  // Device memory it holds here: the buffer and its table of peers.
-  size_t deviceBytes() const { return bytes_ + sizeof(void*) * peers_.size(); }
-  // Rank `rank`'s buffer as mapped in this process.
-  void* peer(int rank) const { return peers_[rank]; }
-  // Device array of every rank's buffer as mapped in this process (own entry is local()).
-  void* const* devicePeerTable() const { return deviceTable_; }
+  bool has(int region) const { return bytes_[region] > 0; }
+  size_t bytes(int region) const { return bytes_[region]; }
+  void* local(int region) const { return at(local_, region); }
+  // Rank `rank`'s region as mapped in this process.
+  void* peer(int region, int rank) const { return at(peers_[rank], region); }
+  // Device array of every rank's region as mapped in this process (own entry is local(region)).
+  void* const* devicePeerTable(int region) const {
+    return deviceTable_ + static_cast<size_t>(region) * nranks_;
+  }
+  // Device memory it holds here: the buffer and its tables of peers.
+  size_t deviceBytes() const { return total_ + sizeof(void*) * offsets_.size() * nranks_; }
 
  private:
   PeerBuffer() = default;
+  void* at(void* base, int region) const {
+    return bytes_[region] > 0 ? static_cast<char*>(base) + offsets_[region] : nullptr;
+  }
 
   void* local_ = nullptr;
-  size_t bytes_ = 0;
-  std::vector<void*> peers_;
+  size_t total_ = 0;
+  int nranks_ = 0;
+  std::vector<size_t> offsets_;
+  std::vector<size_t> bytes_;
+  std::vector<void*> peers_;  // every rank's buffer as mapped here
   std::vector<bool> openedByIpc_;
-  void** deviceTable_ = nullptr;
+  void** deviceTable_ = nullptr;  // [region][rank]
 };
 
 }  // namespace mscclpp_nccl
