@@ -118,6 +118,24 @@ struct Word {
   }
 };
 
+// PreMulSum's per-rank factor, applied to what a rank contributes to a reduction; off (factor 1, never
+// applied) for every other operator and for data that is only moved.
+template <typename T>
+struct PreMultiply {
+  bool on = false;
+  typename ElementTraits<T>::Acc factor = typename ElementTraits<T>::Acc(1);
+
+  __device__ static PreMultiply of(const ReduceScaling& scaling, bool reduces) {
+    PreMultiply scale;
+    scale.on = reduces && scaling.preMultiply;
+    if (scale.on) scale.factor = loadScalar<T>(scaling);
+    return scale;
+  }
+  __device__ __forceinline__ uint2 apply(uint2 bits) const {
+    return on ? Word<T>::scale(bits, factor) : bits;
+  }
+};
+
 template <int kSize>
 struct RawElement;
 template <>

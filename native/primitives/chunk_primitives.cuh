@@ -1,7 +1,9 @@
 // The verbs of the chunk protocol, which every chunked algorithm is a schedule of: ChunkBlock (acquire
-// and post a chunk slot to send, acquire and release one received, on one block's channel to each peer)
-// and the unit loops that copy a chunk into or out of a slot and reduce received chunks, forwarding the
-// result when asked. Every thread of a block calls every function here, in the same order.
+// and post a chunk slot to send, acquire and release one received, on one block's channel to each peer),
+// the unit loops that copy a chunk into or out of a slot and reduce received chunks, forwarding the
+// result when asked, and ChunkRounds (the same over a round's pieces of the users' buffers, as the
+// packet protocol's PacketRounds offers them). Every thread of a block calls every function here, in
+// the same order.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include "native/device/reduce.cuh"
 #include "native/device/semaphore.cuh"
 #include "native/primitives/chunk_layout.h"
+#include "native/primitives/peers.h"
 
 namespace mscclpp_nccl {
 
@@ -205,5 +208,78 @@ __device__ __forceinline__ void reduceChunk(const ChunkBlock& channels, const ch
           storeUnit<T>(channels.sendSlot(peerAfter(me, k, nranks)), i, slotBytes, 16, unit);
       });
 }
+
+// One block's chunk verbs over the rounds of a schedule, on a piece of the users' buffers (peers.h:
+// Piece). A channel carries its own flow control, so a verb touches only the channels of the peers it
+// names, and a round without data ends the schedule (the same on every rank, so channels stay in step).
+// Contributions are scaled by `scale` as they are sent or reduced. Verbs return false when a wait gave
+// up.
+template <typename T>
+class ChunkRounds {
+ public:
+  __device__ ChunkRounds(ChunkBlock& channels, PreMultiply<T> scale) : channels_(channels), scale_(scale) {}
+
+  // Whether the round has anything to move.
+  __device__ bool begin(int, const Piece& piece) const { return piece.bytes > 0; }
+
+  // The piece of one buffer into every `to` peer's slot.
+  template <typename To>
+  __device__ __forceinline__ bool sendPiece(To to, const char* buffer, const Piece& piece) {
+    return sendPieces(to, [&](int) { return buffer; }, piece);
+  }
+
+  // The piece of buffer(peer) into every `to` peer's slot.
+  template <typename To, typename BufferOf>
+  __device__ __forceinline__ bool sendPieces(To to, BufferOf buffer, const Piece& piece) {
+    if (!channels_.acquireSend(to)) return false;
+    const int me = channels_.rank(), nranks = channels_.nranks();
+    for (int k = 1; k < nranks; ++k) {
+      const int peer = peerAfter(me, k, nranks);
+      if (to(peer))
+        copyChunk<T>(slotChunk(channels_.sendSlot(peer), piece.bytes),
+                     userChunk(buffer(peer) + piece.first, piece.bytes), piece.bytes, scale_.on,
+                     scale_.factor);
+    }
+    channels_.postSend(to);
+    return true;
+  }
+
+  // Each `from` peer's piece into buffer(peer), and this rank's own piece from `own` into `ownOut`
+  // where `own` is set.
+  template <typename From, typename BufferOf>
+  __device__ __forceinline__ bool receivePieces(From from, BufferOf buffer, const char* own, char* ownOut,
+                                                const Piece& piece) {
+    if (!channels_.acquireRecv(from)) return false;
+    const size_t bytes = piece.bytes;
+    if (own != nullptr)
+      copyChunk<T>(userChunk(ownOut + piece.first, bytes), userChunk(own + piece.first, bytes), bytes, false,
+                   scale_.factor);
+    const int me = channels_.rank(), nranks = channels_.nranks();
+    for (int k = 1; k < nranks; ++k) {
+      const int peer = peerBefore(me, k, nranks);
+      if (from(peer))
+        copyChunk<T>(userChunk(buffer(peer) + piece.first, bytes), slotChunk(channels_.recvSlot(peer), bytes),
+                     bytes, false, scale_.factor);
+    }
+    channels_.releaseRecv(from);
+    return true;
+  }
+
+  // Every rank's contribution reduced in rank order into `out`: this rank's from `own`, each peer's
+  // received.
+  template <typename Op>
+  __device__ __forceinline__ bool receiveReduce(const char* own, char* out, const Piece& piece,
+                                                int postDivisor) {
+    if (!channels_.acquireRecv(AllPeers{})) return false;
+    reduceChunk<T, Op>(channels_, own + piece.first, out + piece.first, piece.bytes, scale_.on, scale_.factor,
+                       postDivisor, false);
+    channels_.releaseRecv(AllPeers{});
+    return true;
+  }
+
+ private:
+  ChunkBlock& channels_;
+  PreMultiply<T> scale_;
+};
 
 }  // namespace mscclpp_nccl

@@ -1,6 +1,8 @@
 // The verbs of the packet protocol, which every packet algorithm is a schedule of: PacketStep (send,
-// receive, receive-reduce, over every peer of a collective's step) and PacketChannel (one acknowledged
-// point-to-point direction). Kernels reach packets and slots only through these.
+// receive, receive-reduce a word, over every peer of a collective's step), PacketRounds (the same over
+// a round's pieces of the users' buffers, as the chunk protocol's ChunkRounds offers them) and
+// PacketChannel (one acknowledged point-to-point direction). Kernels reach packets and slots only
+// through these.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include "native/device/rank_order.cuh"
 #include "native/device/reduce.cuh"
 #include "native/primitives/packet_layout.h"
+#include "native/primitives/peers.h"
 
 namespace mscclpp_nccl {
 
@@ -147,6 +150,133 @@ class PacketStep {
   const PacketComm& comm_;
   BoundedWait& wait_;
   uint32_t flag_;
+};
+
+// One block's packet verbs over the rounds of a kernel, one step a round, on a piece of the users'
+// buffers (peers.h: Piece; its first byte is a multiple of 8). Word i of every piece moves between the
+// same thread index on every rank, so in-place calls read a word before they overwrite it. Every block
+// takes part in every round, with data or without: a peer that gets no data from a round gets a token,
+// and every rank hears from every peer in every step (packet_layout.h's scratch reuse argument).
+// Contributions are scaled by `scale` as they are sent or reduced.
+template <typename T>
+class PacketRounds {
+ public:
+  __device__ PacketRounds(const PacketComm& comm, BoundedWait& wait, uint64_t base, PreMultiply<T> scale)
+      : comm_(comm), wait_(wait), base_(base), scale_(scale) {}
+
+  // Starts round `round`; true (every round runs, with or without data).
+  __device__ bool begin(int round, const Piece&) {
+    __syncthreads();  // a token certifies its whole block: no thread may still read the previous step
+    flag_ = stepFlag(base_, round + 1);
+    return true;
+  }
+
+  // The piece of one buffer to every peer in `to`, tokens to the rest.
+  template <typename To>
+  __device__ __forceinline__ bool sendPiece(To to, const char* buffer, const Piece& piece) {
+    if constexpr (kAllPeers<To>) {
+      const PacketStep step(comm_, wait_, flag_);
+      const Words words(piece);
+      for (size_t i = threadIdx.x; i < words.count; i += blockDim.x)
+        step.sendToPeers(i, contribution(buffer, words.first + i, piece));
+      sendTokens(step, to, words.count);
+      return true;
+    } else {
+      return sendPieces(to, [&](int) { return buffer; }, piece);
+    }
+  }
+
+  // The piece of buffer(peer) to every peer in `to`, tokens to the rest.
+  template <typename To, typename BufferOf>
+  __device__ __forceinline__ bool sendPieces(To to, BufferOf buffer, const Piece& piece) {
+    const PacketStep step(comm_, wait_, flag_);
+    const Words words(piece);
+    const int me = comm_.rank, nranks = comm_.nranks;
+    if constexpr (kOneRank<To>) {
+      if (to.rank != me)
+        for (size_t i = threadIdx.x; i < words.count; i += blockDim.x)
+          step.send(to.rank, i, contribution(buffer(to.rank), words.first + i, piece));
+    } else if constexpr (!kNoPeers<To>) {
+      for (size_t i = threadIdx.x; i < words.count; i += blockDim.x)
+        for (int k = 1; k < nranks; ++k) {
+          const int peer = peerAfter(me, k, nranks);
+          if (to(peer)) step.send(peer, i, contribution(buffer(peer), words.first + i, piece));
+        }
+    }
+    sendTokens(step, to, words.count);
+    return true;
+  }
+
+  // Each `from` peer's piece into buffer(peer), and this rank's own piece from `own` into `ownOut` where
+  // `own` is set; tokens from the rest.
+  template <typename From, typename BufferOf>
+  __device__ __forceinline__ bool receivePieces(From from, BufferOf buffer, const char* own, char* ownOut,
+                                                const Piece& piece) {
+    PacketStep step(comm_, wait_, flag_);
+    const Words words(piece);
+    const bool copyOwn = own != nullptr && own != ownOut;  // in place: already there
+    for (size_t i = threadIdx.x; i < words.count; i += blockDim.x) {
+      const size_t word = words.first + i;
+      if (copyOwn) store(ownOut, word, piece, loadWord<T>(own, word, piece.total, aligned(own)));
+      if constexpr (kOneRank<From>) {
+        uint2 bits;
+        if (from.rank != comm_.rank && step.receive(from.rank, i, &bits))
+          store(buffer(from.rank), word, piece, bits);
+      } else if constexpr (!kNoPeers<From>) {
+        step.receiveFromPeers(i, from,
+                              [&](int sender, uint2 bits) { store(buffer(sender), word, piece, bits); });
+      }
+    }
+    if (words.count == 0 || !kAllPeers<From>)
+      step.receiveTokens([&](int peer) { return words.count == 0 || !from(peer); });
+    return true;
+  }
+
+  // Every rank's contribution reduced in rank order into `out`: this rank's from `own`, each peer's
+  // received.
+  template <typename Op>
+  __device__ __forceinline__ bool receiveReduce(const char* own, char* out, const Piece& piece,
+                                                int postDivisor) {
+    PacketStep step(comm_, wait_, flag_);
+    const Words words(piece);
+    for (size_t i = threadIdx.x; i < words.count; i += blockDim.x) {
+      uint2 sum;
+      if (step.receiveReduce<T, Op>(i, contribution(own, words.first + i, piece), postDivisor, &sum))
+        store(out, words.first + i, piece, sum);
+    }
+    if (words.count == 0) step.receiveTokens([](int) { return true; });
+    return true;
+  }
+
+ private:
+  // A piece in packet words: from word `first`, `count` of them.
+  struct Words {
+    __device__ explicit Words(const Piece& piece)
+        : first(piece.first / kPacketPayloadBytes), count(divCeil(piece.bytes, kPacketPayloadBytes)) {}
+    size_t first, count;
+  };
+  static __device__ bool aligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7) == 0; }
+  __device__ __forceinline__ uint2 contribution(const char* buffer, size_t word, const Piece& piece) const {
+    return scale_.apply(loadWord<T>(buffer, word, piece.total, aligned(buffer)));
+  }
+  static __device__ __forceinline__ void store(char* buffer, size_t word, const Piece& piece, uint2 bits) {
+    storeWord<T>(buffer, word, piece.total, aligned(buffer), bits);
+  }
+  // A token to every peer that gets no data in this step (all of them when there is none).
+  template <typename To>
+  __device__ __forceinline__ void sendTokens(const PacketStep& step, To to, size_t words) const {
+    if (threadIdx.x != 0 || (words > 0 && kAllPeers<To>)) return;
+    for (int k = 1; k < comm_.nranks; ++k) {
+      const int peer = peerAfter(comm_.rank, k, comm_.nranks);
+      if (words == 0 || !to(peer)) step.send(peer, 0, make_uint2(0, 0));
+    }
+  }
+
+  const PacketComm& comm_;
+  BoundedWait& wait_;
+  uint64_t base_;
+  PreMultiply<T> scale_;
+  uint32_t flag_ = 0;
 };
 
 // Step `step` (0-based, within one kernel) of one direction of the point-to-point packet channel
