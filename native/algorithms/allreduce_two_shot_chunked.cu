@@ -2,6 +2,7 @@
 #include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/module_anchor.h"
 #include "native/algorithms/type_shards.cuh"
+#include "native/common/arithmetic.h"
 #include "native/common/logging.h"
 #include "native/device/dependent_launch.cuh"
 

@@ -1,5 +1,5 @@
 #include "native/algorithms/allreduce.h"
-#include "native/algorithms/allreduce_words.cuh"
+#include "native/algorithms/allreduce_two_shot.cuh"
 #include "native/algorithms/collective_names.cuh"
 #include "native/algorithms/exchange.h"
 #include "native/algorithms/kernel_launch.h"
@@ -14,87 +14,18 @@
 namespace mscclpp_nccl {
 namespace {
 
-// The input is cut into nranks segments of `segmentWords` words; rank r owns segment r. Each round,
-// block b handles words [offset, offset + chunkWords) of every segment:
-//   step 1: send those words of segment p to rank p; reduce this rank's segment in rank order;
-//   step 2: send the reduced words to every peer; store the peers' reduced words.
-// A reduce to `root` (Name Reduce) sends the reduced words to the root alone in step 2, and only the root
-// stores. Its ranks then exchange no data with some peers in a step, so they send those peers a token
-// instead (as the exchange does), which keeps packet_layout.h's scratch reuse argument: every step, every
-// rank hears from every peer. Thread t handles the same (segment, word) pairs in every loop, so in-place
-// calls are safe.
+// allreduce_two_shot.cuh over packets, two steps a round (scatter, then gather); a reduce to `root` when
+// Name is Reduce.
 template <typename Name, typename T, typename Op>
 __global__ void __launch_bounds__(kPacketThreads, kPacketBlocksPerSm)
-    twoShotPacketKernel(PacketComm comm, AllReduceArgs args, int root, size_t segmentWords, size_t chunkWords,
+    twoShotPacketKernel(PacketComm comm, AllReduceArgs args, int root, size_t segmentBytes, size_t chunkBytes,
                         int rounds, bool early) {
-  constexpr bool kRooted = isRooted(Name::kCollective);
   enterKernel(early);
-  const AllReduceWords<T> io(args);
-  const size_t words = io.count();
-  const int me = comm.rank, nranks = comm.nranks;
   const uint64_t base = beginSteps(comm.steps);
   BoundedWait wait(comm.wait);
-  const uint2 token = make_uint2(0, 0);
-
-  // Words of segment `s` that this block handles in the current round start at segmentStart(s)+offset.
-  auto wordsIn = [&](int segment, size_t offset) -> size_t {
-    size_t start = segment * segmentWords + offset;
-    size_t end = min(words, (segment + 1) * segmentWords);
-    return start < end ? min(end - start, chunkWords) : 0;
-  };
-
-  for (int round = 0; round < rounds; ++round) {
-    __syncthreads();
-    PacketStep scatter(comm, wait, stepFlag(base, 2 * round + 1));
-    PacketStep gather(comm, wait, stepFlag(base, 2 * round + 2));
-    const size_t offset = (static_cast<size_t>(round) * gridDim.x + blockIdx.x) * chunkWords;
-
-    for (int k = 1; k < nranks; ++k) {
-      const int peer = peerAfter(me, k, nranks);
-      const size_t n = wordsIn(peer, offset);
-      for (size_t i = threadIdx.x; i < n; i += blockDim.x)
-        scatter.send(peer, i, io.contribution(peer * segmentWords + offset + i));
-      if (kRooted && n == 0 && threadIdx.x == 0) scatter.send(peer, 0, token);
-    }
-
-    __syncthreads();  // see the one-shot kernel: packets certify the whole block's progress
-    const size_t mine = wordsIn(me, offset);
-    for (size_t i = threadIdx.x; i < mine; i += blockDim.x) {
-      const size_t word = me * segmentWords + offset + i;
-      uint2 sum;
-      if (!scatter.receiveReduce<T, Op>(i, io.contribution(word), io.postDivisor(), &sum)) continue;
-      if constexpr (!kRooted) {
-        io.store(word, sum);
-        gather.sendToPeers(i, sum);
-      } else if (me == root) {
-        io.store(word, sum);
-      } else {
-        gather.send(root, i, sum);
-      }
-    }
-
-    // The peers' reduced segments: every rank stores them at an all-reduce, the root alone at a reduce.
-    auto storeReduced = [&](size_t i) {
-      gather.receiveFromPeers(
-          i, [&](int peer) { return i < wordsIn(peer, offset); },
-          [&](int peer, uint2 bits) { io.store(peer * segmentWords + offset + i, bits); });
-    };
-    if constexpr (!kRooted) {
-      for (size_t i = threadIdx.x; i < chunkWords; i += blockDim.x) storeReduced(i);
-      continue;
-    }
-    if (mine == 0) scatter.receiveTokens([](int) { return true; });
-    __syncthreads();  // a token certifies the whole block's step 1
-    if (threadIdx.x == 0)
-      for (int k = 1; k < nranks; ++k) {
-        const int peer = peerAfter(me, k, nranks);
-        if (peer != root || mine == 0) gather.send(peer, 0, token);
-      }
-    if (me == root)
-      for (size_t i = threadIdx.x; i < chunkWords; i += blockDim.x) storeReduced(i);
-    // Tokens: every peer's at the other ranks, those with no words' at the root.
-    gather.receiveTokens([&](int peer) { return me != root || wordsIn(peer, offset) == 0; });
-  }
+  PacketRounds<T> packets(comm, wait, base, PreMultiply<T>(args.op.scaling, true), 2);
+  twoShotRounds<Op, isRooted(Name::kCollective)>(packets, args, args.count * sizeof(T), comm.rank, root,
+                                                 segmentBytes, chunkBytes, rounds, gridDim.x);
   endSteps(comm.steps, base, 2ull * rounds, args.ticket);
 }
 
@@ -128,11 +59,13 @@ Status launchTwoShotPacket(const PacketComm& comm, const AllReduceArgs& args, in
   const size_t chunkWords = shape.chunkBytes / kPacketPayloadBytes;
   int rounds = 0;
   MSCCLPP_TRY(kernelRounds(segmentWords, chunkWords * shape.blocks, algorithm, &rounds));
+  const size_t segmentBytes = segmentWords * kPacketPayloadBytes,
+               chunkBytes = chunkWords * kPacketPayloadBytes;
   const TwoShotPacketKernel kernel = withTypeShard(args.type, args.op.op, true, [&](auto shard) {
     return twoShotPacketKernelOf<decltype(shard)::value>(args, root);
   });
   return launched(launchKernel(kernel, shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic,
-                               stream, comm, args, root, segmentWords, chunkWords, rounds),
+                               stream, comm, args, root, segmentBytes, chunkBytes, rounds),
                   algorithm);
 }
 

@@ -19,7 +19,7 @@ __device__ __forceinline__ void exchangeChunked(const ChunkComm& comm, const Exc
   if (static_cast<int>(blockIdx.x) >= schedule.blocks) return;
   __shared__ ChunkSlots slots;
   ChunkBlock channels(comm, slots);
-  ChunkRounds<T> chunks(channels, PreMultiply<T>::of(args.op.scaling, kReduce));
+  ChunkRounds<T> chunks(channels, PreMultiply<T>(args.op.scaling, kReduce));
   exchangeRounds<Op>(chunks, ArgumentFlow<kReduce>{args}, args, comm.rank, schedule.chunkBytes,
                      schedule.rounds, schedule.blocks);
 }

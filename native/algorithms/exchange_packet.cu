@@ -23,7 +23,7 @@ __global__ void __launch_bounds__(kPacketThreads, kPacketBlocksPerSm)
   enterKernel(early);
   const uint64_t base = beginSteps(comm.steps);
   BoundedWait wait(comm.wait);
-  PacketRounds<T> packets(comm, wait, base, PreMultiply<T>::of(args.op.scaling, kReduce));
+  PacketRounds<T> packets(comm, wait, base, PreMultiply<T>(args.op.scaling, kReduce));
   const CompiledFlow<Name::kCollective, kRoot, kReduce> flow{args.root};
   exchangeRounds<Op>(packets, flow, args, comm.rank, chunkBytes, rounds, gridDim.x);
   endSteps(comm.steps, base, rounds, args.ticket);

@@ -3,53 +3,23 @@
 #include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/module_anchor.h"
 #include "native/algorithms/p2p.h"
+#include "native/algorithms/p2p_schedule.cuh"
 #include "native/algorithms/reduce_dispatch.cuh"
 #include "native/common/logging.h"
 #include "native/device/dependent_launch.cuh"
 #include "native/primitives/chunk_primitives.cuh"
-#include "native/primitives/packet_primitives.cuh"
 
 namespace mscclpp_nccl {
 namespace {
 
-// Block b serves parts b, b + gridDim.x, ... in lock step: at step s, first the sends of all its
-// parts, then the receives. A send of chunk s waits for the receiver to free chunk s - 2 (two slots
-// per channel), which it does in the receive part of its step s - 2, so no wait can close a cycle.
+// p2p_schedule.cuh on chunk channels of their own, a chunk a piece.
 template <typename T>
 __global__ void __launch_bounds__(kChunkThreads)
     sendRecvChunkedKernel(ChunkComm comm, P2pParts parts, bool early) {
   enterKernel(early);
   __shared__ ChunkSlots slots;
-  const size_t chunkBytes = comm.slotBytes;
-  int steps = 0;
-  for (int l = blockIdx.x; l < parts.count; l += gridDim.x) {
-    const P2pPart& t = parts.part[l];
-    const size_t chunks = divCeil(t.bytes, chunkBytes);
-    if (chunks > t.part) steps = max(steps, static_cast<int>(divCeil(chunks - t.part, t.parts)));
-  }
-
-  for (int step = 0; step < steps; ++step) {
-    for (int sending = 1; sending >= 0; --sending) {
-      for (int l = blockIdx.x; l < parts.count; l += gridDim.x) {
-        const P2pPart& t = parts.part[l];
-        if (t.isSend != sending) continue;
-        const size_t first = (static_cast<size_t>(step) * t.parts + t.part) * chunkBytes;
-        if (first >= t.bytes) continue;
-        const size_t n = min(chunkBytes, t.bytes - first);
-        ChunkBlock channel(comm, slots, t.part);
-        auto onlyPeer = [&](int rank) { return rank == t.peer; };
-        if (sending) {
-          if (!channel.acquireSend(onlyPeer)) return;
-          copyChunk<T>(slotChunk(channel.sendSlot(t.peer), n), userChunk(t.buffer + first, n), n, false, 1);
-          channel.postSend(onlyPeer);
-        } else {
-          if (!channel.acquireRecv(onlyPeer)) return;
-          copyChunk<T>(userChunk(t.buffer + first, n), slotChunk(channel.recvSlot(t.peer), n), n, false, 1);
-          channel.releaseRecv(onlyPeer);
-        }
-      }
-    }
-  }
+  ChunkTransfers<T> transfers(comm, slots);
+  p2pRounds(transfers, parts, comm.slotBytes);
 }
 
 // Parts per transfer depend on its size only (two chunks per part at least), like the packet path's.

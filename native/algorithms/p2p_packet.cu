@@ -3,6 +3,7 @@
 #include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/module_anchor.h"
 #include "native/algorithms/p2p.h"
+#include "native/algorithms/p2p_schedule.cuh"
 #include "native/algorithms/reduce_dispatch.cuh"
 #include "native/common/logging.h"
 #include "native/device/dependent_launch.cuh"
@@ -12,65 +13,23 @@
 namespace mscclpp_nccl {
 namespace {
 
-// Block b serves parts b, b + gridDim.x, ... in lock step: at each step, first the sends of all its
-// parts, then the receives. A send of step s waits for the ack of step s-2, which the peer gives in
-// the receive part of its step s-2, so no wait can close a cycle. The last block to finish publishes
-// `ticket` (step_sequence.cuh).
+// p2p_schedule.cuh on packet channels, a slot's words a piece. Then each channel's step counter moves
+// past the steps its part took (and were acknowledged: a later transfer waits for the ack of its step
+// s-2, which must then exist), and the last block to finish publishes `ticket` (step_sequence.cuh).
 template <typename T>
-__global__ void __launch_bounds__(kPacketThreads)
+__global__ void __launch_bounds__(kPacketThreads, kPacketBlocksPerSm)
     sendRecvPacketKernel(P2pComm comm, P2pParts parts, uint64_t ticket, bool early) {
   enterKernel(early);
   BoundedWait wait(comm.packets.wait);
-  const size_t slotWords = comm.packets.slotPackets;
-  // Words of part t at step `step`: from *first, at most one slot's.
-  auto wordsAt = [&](const P2pPart& t, int step, size_t* first) -> size_t {
-    const size_t words = divCeil(t.bytes, kPacketPayloadBytes);
-    *first = (static_cast<size_t>(step) * t.parts + t.part) * slotWords;
-    return *first < words ? min(words - *first, slotWords) : 0;
-  };
-
-  int steps = 0;
-  for (int l = blockIdx.x; l < parts.count; l += gridDim.x) {
-    const P2pPart& t = parts.part[l];
-    steps = max(steps, static_cast<int>(divCeil(divCeil(t.bytes, kPacketPayloadBytes), slotWords * t.parts)));
-  }
-
-  for (int step = 0; step < steps; ++step) {
-    for (int sending = 1; sending >= 0; --sending) {
-      for (int l = blockIdx.x; l < parts.count; l += gridDim.x) {
-        const P2pPart& t = parts.part[l];
-        size_t first = 0;
-        const size_t n = t.isSend == sending ? wordsAt(t, step, &first) : 0;
-        if (n == 0) continue;
-        PacketChannel channel(comm, wait, t.peer, t.part, sending, step);
-        const bool aligned = (reinterpret_cast<uintptr_t>(t.buffer) & 7) == 0;
-        if (sending) {
-          if (!channel.waitFree()) continue;
-          for (size_t i = threadIdx.x; i < n; i += blockDim.x)
-            channel.send(i, loadWord<T>(t.buffer, first + i, t.bytes, aligned));
-        } else {
-          for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
-            uint2 bits;
-            if (channel.receive(i, &bits)) storeWord<T>(t.buffer, first + i, t.bytes, aligned, bits);
-          }
-          channel.acknowledge();
-        }
-      }
-    }
-  }
-
+  PacketTransfers<T> transfers(comm, wait);
+  const size_t pieceBytes = comm.packets.slotPackets * kPacketPayloadBytes;
+  p2pRounds(transfers, parts, pieceBytes);
   __syncthreads();
-  if (threadIdx.x == 0) {
+  if (threadIdx.x == 0)
     for (int l = blockIdx.x; l < parts.count; l += gridDim.x) {
       const P2pPart& t = parts.part[l];
-      // Only the steps in which this part moved data (and was acknowledged) count: a later transfer
-      // waits for the ack of its step s-2, which must then exist.
-      const size_t words = divCeil(t.bytes, kPacketPayloadBytes);
-      const size_t skipped = static_cast<size_t>(t.part) * slotWords;
-      PacketChannel::advance(comm, t.peer, t.part, t.isSend,
-                             words > skipped ? divCeil(words - skipped, slotWords * t.parts) : 0);
+      PacketChannel::advance(comm, t.peer, t.part, t.isSend, piecesOfPart(t, pieceBytes));
     }
-  }
   endCall(comm.packets.steps, ticket);
 }
 

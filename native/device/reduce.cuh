@@ -118,21 +118,23 @@ struct Word {
   }
 };
 
-// PreMulSum's per-rank factor, applied to what a rank contributes to a reduction; off (factor 1, never
-// applied) for every other operator and for data that is only moved.
+// PreMulSum's per-rank factor, applied to what a rank contributes to a reduction; never applied for any
+// other operator, nor to data that is only moved. Whether to apply it is read from the kernel's
+// arguments where it is used (a constant operand there, where a flag of its own would hold a register
+// through the kernel).
 template <typename T>
 struct PreMultiply {
-  bool on = false;
-  typename ElementTraits<T>::Acc factor = typename ElementTraits<T>::Acc(1);
+  const ReduceScaling& scaling;
+  bool reduces;
+  typename ElementTraits<T>::Acc factor;
 
-  __device__ static PreMultiply of(const ReduceScaling& scaling, bool reduces) {
-    PreMultiply scale;
-    scale.on = reduces && scaling.preMultiply;
-    if (scale.on) scale.factor = loadScalar<T>(scaling);
-    return scale;
-  }
+  __device__ PreMultiply(const ReduceScaling& s, bool reducing)
+      : scaling(s),
+        reduces(reducing),
+        factor(reducing && s.preMultiply ? loadScalar<T>(s) : typename ElementTraits<T>::Acc(1)) {}
+  __device__ __forceinline__ bool on() const { return reduces && scaling.preMultiply; }
   __device__ __forceinline__ uint2 apply(uint2 bits) const {
-    return on ? Word<T>::scale(bits, factor) : bits;
+    return on() ? Word<T>::scale(bits, factor) : bits;
   }
 };
 

@@ -237,7 +237,7 @@ class ChunkRounds {
       const int peer = peerAfter(me, k, nranks);
       if (to(peer))
         copyChunk<T>(slotChunk(channels_.sendSlot(peer), piece.bytes),
-                     userChunk(buffer(peer) + piece.first, piece.bytes), piece.bytes, scale_.on,
+                     userChunk(buffer(peer) + piece.first, piece.bytes), piece.bytes, scale_.on(),
                      scale_.factor);
     }
     channels_.postSend(to);
@@ -265,14 +265,60 @@ class ChunkRounds {
     return true;
   }
 
+  // Scatter: the piece of `buffer` at pieceOf(peer) into each peer's slot (an empty piece too: every
+  // channel moves a chunk a round).
+  template <bool kTokens, typename PieceOf>
+  __device__ __forceinline__ bool sendEach(const char* buffer, PieceOf pieceOf) {
+    if (!channels_.acquireSend(AllPeers{})) return false;
+    const int me = channels_.rank(), nranks = channels_.nranks();
+    for (int k = 1; k < nranks; ++k) {
+      const int peer = peerAfter(me, k, nranks);
+      const Piece piece = pieceOf(peer);
+      copyChunk<T>(slotChunk(channels_.sendSlot(peer), piece.bytes),
+                   userChunk(buffer + piece.first, piece.bytes), piece.bytes, scale_.on(), scale_.factor);
+    }
+    channels_.postSend(AllPeers{});
+    return true;
+  }
+
+  // Every rank's piece reduced in rank order (the scatter's chunks, this rank's own from `own`), stored
+  // into `out` and written into every peer's next slot in the same pass.
+  template <typename Op, typename To>
+  __device__ __forceinline__ bool reduceForward(const char* own, char* out, const Piece& piece, To, bool,
+                                                int postDivisor) {
+    static_assert(kAllPeers<To>, "the chunked two-shot forwards every reduced chunk to every peer");
+    if (!channels_.acquireRecv(AllPeers{}) || !channels_.acquireSend(AllPeers{})) return false;
+    reduceChunk<T, Op>(channels_, own + piece.first, out + piece.first, piece.bytes, scale_.on(),
+                       scale_.factor, postDivisor, true);
+    channels_.releaseRecv(AllPeers{});
+    channels_.postSend(AllPeers{});
+    return true;
+  }
+
+  // Gather: each `from` peer's reduced piece into `buffer` at pieceOf(peer).
+  template <bool kTokens, typename From, typename PieceOf>
+  __device__ __forceinline__ bool receiveEach(From from, char* buffer, PieceOf pieceOf, size_t) {
+    if (!channels_.acquireRecv(from)) return false;
+    const int me = channels_.rank(), nranks = channels_.nranks();
+    for (int k = 1; k < nranks; ++k) {
+      const int peer = peerBefore(me, k, nranks);
+      if (!from(peer)) continue;
+      const Piece piece = pieceOf(peer);
+      copyChunk<T>(userChunk(buffer + piece.first, piece.bytes),
+                   slotChunk(channels_.recvSlot(peer), piece.bytes), piece.bytes, false, scale_.factor);
+    }
+    channels_.releaseRecv(from);
+    return true;
+  }
+
   // Every rank's contribution reduced in rank order into `out`: this rank's from `own`, each peer's
   // received.
   template <typename Op>
   __device__ __forceinline__ bool receiveReduce(const char* own, char* out, const Piece& piece,
                                                 int postDivisor) {
     if (!channels_.acquireRecv(AllPeers{})) return false;
-    reduceChunk<T, Op>(channels_, own + piece.first, out + piece.first, piece.bytes, scale_.on, scale_.factor,
-                       postDivisor, false);
+    reduceChunk<T, Op>(channels_, own + piece.first, out + piece.first, piece.bytes, scale_.on(),
+                       scale_.factor, postDivisor, false);
     channels_.releaseRecv(AllPeers{});
     return true;
   }
@@ -280,6 +326,39 @@ class ChunkRounds {
  private:
   ChunkBlock& channels_;
   PreMultiply<T> scale_;
+};
+
+// One block's point-to-point verbs on chunk channels: a piece of a transfer's buffer sent or received on
+// channel (peer, channel), as PacketTransfers offers them on packet channels (a chunk channel counts its
+// own steps). Verbs return false when a wait gave up.
+template <typename T>
+class ChunkTransfers {
+ public:
+  __device__ ChunkTransfers(const ChunkComm& comm, ChunkSlots& slots) : comm_(comm), slots_(slots) {}
+
+  __device__ __forceinline__ bool send(int peer, int channel, int, const char* buffer, const Piece& piece) {
+    ChunkBlock block(comm_, slots_, channel);
+    const OneRank to{peer};
+    if (!block.acquireSend(to)) return false;
+    copyChunk<T>(slotChunk(block.sendSlot(peer), piece.bytes), userChunk(buffer + piece.first, piece.bytes),
+                 piece.bytes, false, 1);
+    block.postSend(to);
+    return true;
+  }
+
+  __device__ __forceinline__ bool receive(int peer, int channel, int, char* buffer, const Piece& piece) {
+    ChunkBlock block(comm_, slots_, channel);
+    const OneRank from{peer};
+    if (!block.acquireRecv(from)) return false;
+    copyChunk<T>(userChunk(buffer + piece.first, piece.bytes), slotChunk(block.recvSlot(peer), piece.bytes),
+                 piece.bytes, false, 1);
+    block.releaseRecv(from);
+    return true;
+  }
+
+ private:
+  const ChunkComm& comm_;
+  ChunkSlots& slots_;
 };
 
 }  // namespace mscclpp_nccl

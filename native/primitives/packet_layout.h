@@ -23,9 +23,9 @@ constexpr int kPacketPayloadBytes = 8;
 constexpr int kPacketThreads = 512;
 // Blocks of packet kernels one SM must hold at once. Grids fit a rank's running kernel and the one parked
 // beside it in its share of the SMs at one block an SM, but two communicators of the same ranks may run
-// kernels at once (the all-reduce suite's two_comms), which takes two: at most 64 registers a thread. The
-// kernels that receive through PacketStep declare it, so that its sweeps spill rather than deadlock; the
-// send/recv kernel stays under it as written (40-50 registers).
+// kernels at once (the all-reduce suite's two_comms), which takes two: at most 64 registers a thread.
+// Every packet kernel declares it, so that a kernel spills rather than deadlocks
+// (perf/ptxas_usage.py shows what each uses).
 constexpr int kPacketBlocksPerSm = 2;
 
 struct PacketComm {

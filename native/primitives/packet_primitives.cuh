@@ -161,13 +161,16 @@ class PacketStep {
 template <typename T>
 class PacketRounds {
  public:
-  __device__ PacketRounds(const PacketComm& comm, BoundedWait& wait, uint64_t base, PreMultiply<T> scale)
-      : comm_(comm), wait_(wait), base_(base), scale_(scale) {}
+  // `steps` steps a round: the exchange takes one, the two-shot all-reduce two (its scatter, then its
+  // gather).
+  __device__ PacketRounds(const PacketComm& comm, BoundedWait& wait, uint64_t base, PreMultiply<T> scale,
+                          int steps = 1)
+      : comm_(comm), wait_(wait), base_(base), scale_(scale), steps_(steps) {}
 
   // Starts round `round`; true (every round runs, with or without data).
   __device__ bool begin(int round, const Piece&) {
     __syncthreads();  // a token certifies its whole block: no thread may still read the previous step
-    flag_ = stepFlag(base_, round + 1);
+    flag_ = stepFlag(base_, steps_ * round + 1);
     return true;
   }
 
@@ -232,6 +235,77 @@ class PacketRounds {
     return true;
   }
 
+  // Scatter (the round's first step): the piece of `buffer` at pieceOf(peer) to each peer; with kTokens,
+  // a token to each peer whose piece is empty.
+  template <bool kTokens, typename PieceOf>
+  __device__ __forceinline__ bool sendEach(const char* buffer, PieceOf pieceOf) {
+    const PacketStep step(comm_, wait_, flag_);
+    const int me = comm_.rank, nranks = comm_.nranks;
+    for (int k = 1; k < nranks; ++k) {
+      const int peer = peerAfter(me, k, nranks);
+      const Piece piece = pieceOf(peer);
+      const Words words(piece);
+      for (size_t i = threadIdx.x; i < words.count; i += blockDim.x)
+        step.send(peer, i, contribution(buffer, words.first + i, piece));
+      if (kTokens && words.count == 0 && threadIdx.x == 0) step.send(peer, 0, make_uint2(0, 0));
+    }
+    return true;
+  }
+
+  // Every rank's piece reduced in rank order (the scatter's packets, this rank's own from `own`), stored
+  // into `out` where `storeHere`, and sent on to every `to` peer in the round's second step. Where some
+  // peer gets nothing (a reduce to one rank), every peer that gets no data from it gets a token, once the
+  // whole block has its scatter packets.
+  template <typename Op, typename To>
+  __device__ __forceinline__ bool reduceForward(const char* own, char* out, const Piece& piece, To to,
+                                                bool storeHere, int postDivisor) {
+    __syncthreads();  // see the one-shot kernel: packets certify the whole block's progress
+    PacketStep scatter(comm_, wait_, flag_);
+    const PacketStep gather(comm_, wait_, flag_ + 1);
+    const Words words(piece);
+    for (size_t i = threadIdx.x; i < words.count; i += blockDim.x) {
+      uint2 sum;
+      if (!scatter.receiveReduce<T, Op>(i, contribution(own, words.first + i, piece), postDivisor, &sum))
+        continue;
+      if (storeHere) store(out, words.first + i, piece, sum);
+      if constexpr (kAllPeers<To>)
+        gather.sendToPeers(i, sum);
+      else if constexpr (kOneRank<To>)
+        if (to.rank != comm_.rank) gather.send(to.rank, i, sum);
+    }
+    if constexpr (!kAllPeers<To>) {
+      if (words.count == 0) scatter.receiveTokens([](int) { return true; });
+      __syncthreads();  // a token certifies the whole block's scatter
+      if (threadIdx.x == 0)
+        for (int k = 1; k < comm_.nranks; ++k) {
+          const int peer = peerAfter(comm_.rank, k, comm_.nranks);
+          if (!to(peer) || words.count == 0) gather.send(peer, 0, make_uint2(0, 0));
+        }
+    }
+    return true;
+  }
+
+  // Gather (the round's second step): each `from` peer's reduced piece into `buffer` at pieceOf(peer),
+  // word i of every peer's piece together; with kTokens, the tokens of every other peer and of those
+  // whose piece is empty. `chunkBytes`: the largest piece.
+  template <bool kTokens, typename From, typename PieceOf>
+  __device__ __forceinline__ bool receiveEach(From from, char* buffer, PieceOf pieceOf, size_t chunkBytes) {
+    PacketStep gather(comm_, wait_, flag_ + 1);
+    if constexpr (!kNoPeers<From>) {
+      const size_t chunkWords = chunkBytes / kPacketPayloadBytes;
+      for (size_t i = threadIdx.x; i < chunkWords; i += blockDim.x)
+        gather.receiveFromPeers(
+            i, [&](int peer) { return from(peer) && i * kPacketPayloadBytes < pieceOf(peer).bytes; },
+            [&](int peer, uint2 bits) {
+              const Piece piece = pieceOf(peer);
+              store(buffer, piece.first / kPacketPayloadBytes + i, piece, bits);
+            });
+    }
+    if constexpr (kTokens)
+      gather.receiveTokens([&](int peer) { return !from(peer) || pieceOf(peer).bytes == 0; });
+    return true;
+  }
+
   // Every rank's contribution reduced in rank order into `out`: this rank's from `own`, each peer's
   // received.
   template <typename Op>
@@ -276,6 +350,7 @@ class PacketRounds {
   BoundedWait& wait_;
   uint64_t base_;
   PreMultiply<T> scale_;
+  int steps_;
   uint32_t flag_ = 0;
 };
 
@@ -347,6 +422,43 @@ class PacketChannel {
   int channel_;
   uint64_t number_;  // the channel's steps so far, this one included
   uint32_t flag_;
+};
+
+// One block's point-to-point verbs on packet channels: a piece of a transfer's buffer (its first byte a
+// multiple of 8) sent or received as step `step` of channel (peer, channel), as ChunkTransfers offers
+// them on chunk channels. A wait that gives up is not an early end: the kernel still advances the
+// channels' counters and publishes its ticket, as every packet kernel does.
+template <typename T>
+class PacketTransfers {
+ public:
+  __device__ PacketTransfers(const P2pComm& comm, BoundedWait& wait) : comm_(comm), wait_(wait) {}
+
+  __device__ __forceinline__ bool send(int peer, int channel, int step, const char* buffer,
+                                       const Piece& piece) {
+    PacketChannel to(comm_, wait_, peer, channel, true, step);
+    if (!to.waitFree()) return true;
+    const size_t first = piece.first / kPacketPayloadBytes, words = divCeil(piece.bytes, kPacketPayloadBytes);
+    const bool aligned = (reinterpret_cast<uintptr_t>(buffer) & 7) == 0;
+    for (size_t i = threadIdx.x; i < words; i += blockDim.x)
+      to.send(i, loadWord<T>(buffer, first + i, piece.total, aligned));
+    return true;
+  }
+
+  __device__ __forceinline__ bool receive(int peer, int channel, int step, char* buffer, const Piece& piece) {
+    PacketChannel from(comm_, wait_, peer, channel, false, step);
+    const size_t first = piece.first / kPacketPayloadBytes, words = divCeil(piece.bytes, kPacketPayloadBytes);
+    const bool aligned = (reinterpret_cast<uintptr_t>(buffer) & 7) == 0;
+    for (size_t i = threadIdx.x; i < words; i += blockDim.x) {
+      uint2 bits;
+      if (from.receive(i, &bits)) storeWord<T>(buffer, first + i, piece.total, aligned, bits);
+    }
+    from.acknowledge();
+    return true;
+  }
+
+ private:
+  const P2pComm& comm_;
+  BoundedWait& wait_;
 };
 
 }  // namespace mscclpp_nccl
