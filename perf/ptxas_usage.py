@@ -92,7 +92,19 @@ def main() -> int:
     nvcc = (
         subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
     )
-    header = ["harness", "before", "after", "compiler", "date", "source", "type_shard", "kernel"]
+    command = "python perf/ptxas_usage.py " + " ".join(sys.argv[1:])
+    header = [
+        "harness",
+        "command",
+        "baseline",
+        "library",
+        "gpu",
+        "compiler",
+        "date",
+        "source",
+        "type_shard",
+        "kernel",
+    ]
     header += [
         f"{what}_{side}"
         for side in ("before", "after")
@@ -108,8 +120,10 @@ def main() -> int:
             rows.append(
                 [
                     "ptxas -v, sm_90 (perf/ptxas_usage.py)",
+                    command,
                     args.before_name,
                     args.after_name,
+                    "none (ptxas for sm_90)",
                     nvcc,
                     datetime.date.today().isoformat(),
                     source,
@@ -121,8 +135,8 @@ def main() -> int:
             )
     with args.out.open("w", newline="") as f:
         csv.writer(f).writerows([header, *rows])
-    more = sum(1 for r in rows if r[12] > r[9])
-    fewer = sum(1 for r in rows if r[12] < r[9])
+    more = sum(1 for r in rows if r[14] > r[11])
+    fewer = sum(1 for r in rows if r[14] < r[11])
     print(f"{differ} kernels differ; spill stores more in {more}, fewer in {fewer}; rows in {args.out}")
     return 0
 
