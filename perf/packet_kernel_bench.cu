@@ -36,6 +36,7 @@
 #include "native/algorithms/kernel_launch.h"
 #include "native/collective_plans.h"
 #include "native/device/dependent_launch.cuh"
+#include "native/device/step_sequence.cuh"
 #include "native/primitives/packet_layout.h"
 #include "native/primitives/packet_primitives.cuh"
 
