@@ -18,8 +18,8 @@ class AllReduceWords {
   __device__ explicit AllReduceWords(const AllReduceArgs& args)
       : args_(args),
         bytes_(args.count * sizeof(T)),
-        sendAligned_((reinterpret_cast<uintptr_t>(args.send) & 7) == 0),
-        recvAligned_((reinterpret_cast<uintptr_t>(args.recv) & 7) == 0),
+        sendAligned_(wordAligned(args.send)),
+        recvAligned_(wordAligned(args.recv)),
         scalar_(args.op.scaling.preMultiply ? loadScalar<T>(args.op.scaling)
                                             : typename ElementTraits<T>::Acc(1)) {}
 

@@ -118,23 +118,18 @@ struct Word {
   }
 };
 
-// PreMulSum's per-rank factor, applied to what a rank contributes to a reduction; never applied for any
-// other operator, nor to data that is only moved. Whether to apply it is read from the kernel's
-// arguments where it is used (a constant operand there, where a flag of its own would hold a register
-// through the kernel).
+// PreMulSum's per-rank factor, applied to what a rank contributes to a reduction; off (factor 1, never
+// applied) for every other operator and for data that is only moved.
 template <typename T>
 struct PreMultiply {
-  const ReduceScaling& scaling;
-  bool reduces;
+  bool on;
   typename ElementTraits<T>::Acc factor;
 
-  __device__ PreMultiply(const ReduceScaling& s, bool reducing)
-      : scaling(s),
-        reduces(reducing),
-        factor(reducing && s.preMultiply ? loadScalar<T>(s) : typename ElementTraits<T>::Acc(1)) {}
-  __device__ __forceinline__ bool on() const { return reduces && scaling.preMultiply; }
+  __device__ PreMultiply(const ReduceScaling& scaling, bool reduces)
+      : on(reduces && scaling.preMultiply),
+        factor(on ? loadScalar<T>(scaling) : typename ElementTraits<T>::Acc(1)) {}
   __device__ __forceinline__ uint2 apply(uint2 bits) const {
-    return on() ? Word<T>::scale(bits, factor) : bits;
+    return on ? Word<T>::scale(bits, factor) : bits;
   }
 };
 
@@ -169,6 +164,11 @@ __device__ __forceinline__ void copyElements(Raw* dst, const Raw* src, size_t by
   } else {
     for (size_t i = 0; i < bytes / sizeof(Raw); ++i) dst[i] = src[i];
   }
+}
+
+// Whether whole words of a buffer at `p` move in one 8-byte access.
+__device__ __forceinline__ bool wordAligned(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 7) == 0;
 }
 
 // Copies the `bytes` (<= 8) bytes of word `index` of a buffer. Whole words of 8-byte aligned buffers

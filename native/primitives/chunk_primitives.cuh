@@ -231,17 +231,7 @@ class ChunkRounds {
   // The piece of buffer(peer) into every `to` peer's slot.
   template <typename To, typename BufferOf>
   __device__ __forceinline__ bool sendPieces(To to, BufferOf buffer, const Piece& piece) {
-    if (!channels_.acquireSend(to)) return false;
-    const int me = channels_.rank(), nranks = channels_.nranks();
-    for (int k = 1; k < nranks; ++k) {
-      const int peer = peerAfter(me, k, nranks);
-      if (to(peer))
-        copyChunk<T>(slotChunk(channels_.sendSlot(peer), piece.bytes),
-                     userChunk(buffer(peer) + piece.first, piece.bytes), piece.bytes, scale_.on(),
-                     scale_.factor);
-    }
-    channels_.postSend(to);
-    return true;
+    return fillSlots(to, [&](int peer) { return Span{buffer(peer) + piece.first, piece.bytes}; });
   }
 
   // Each `from` peer's piece into buffer(peer), and this rank's own piece from `own` into `ownOut`
@@ -249,36 +239,20 @@ class ChunkRounds {
   template <typename From, typename BufferOf>
   __device__ __forceinline__ bool receivePieces(From from, BufferOf buffer, const char* own, char* ownOut,
                                                 const Piece& piece) {
-    if (!channels_.acquireRecv(from)) return false;
-    const size_t bytes = piece.bytes;
     if (own != nullptr)
-      copyChunk<T>(userChunk(ownOut + piece.first, bytes), userChunk(own + piece.first, bytes), bytes, false,
-                   scale_.factor);
-    const int me = channels_.rank(), nranks = channels_.nranks();
-    for (int k = 1; k < nranks; ++k) {
-      const int peer = peerBefore(me, k, nranks);
-      if (from(peer))
-        copyChunk<T>(userChunk(buffer(peer) + piece.first, bytes), slotChunk(channels_.recvSlot(peer), bytes),
-                     bytes, false, scale_.factor);
-    }
-    channels_.releaseRecv(from);
-    return true;
+      copyChunk<T>(userChunk(ownOut + piece.first, piece.bytes), userChunk(own + piece.first, piece.bytes),
+                   piece.bytes, false, scale_.factor);
+    return drainSlots(from, [&](int peer) { return Span{buffer(peer) + piece.first, piece.bytes}; });
   }
 
   // Scatter: the piece of `buffer` at pieceOf(peer) into each peer's slot (an empty piece too: every
   // channel moves a chunk a round).
   template <bool kTokens, typename PieceOf>
   __device__ __forceinline__ bool sendEach(const char* buffer, PieceOf pieceOf) {
-    if (!channels_.acquireSend(AllPeers{})) return false;
-    const int me = channels_.rank(), nranks = channels_.nranks();
-    for (int k = 1; k < nranks; ++k) {
-      const int peer = peerAfter(me, k, nranks);
+    return fillSlots(AllPeers{}, [&](int peer) {
       const Piece piece = pieceOf(peer);
-      copyChunk<T>(slotChunk(channels_.sendSlot(peer), piece.bytes),
-                   userChunk(buffer + piece.first, piece.bytes), piece.bytes, scale_.on(), scale_.factor);
-    }
-    channels_.postSend(AllPeers{});
-    return true;
+      return Span{buffer + piece.first, piece.bytes};
+    });
   }
 
   // Every rank's piece reduced in rank order (the scatter's chunks, this rank's own from `own`), stored
@@ -288,8 +262,8 @@ class ChunkRounds {
                                                 int postDivisor) {
     static_assert(kAllPeers<To>, "the chunked two-shot forwards every reduced chunk to every peer");
     if (!channels_.acquireRecv(AllPeers{}) || !channels_.acquireSend(AllPeers{})) return false;
-    reduceChunk<T, Op>(channels_, own + piece.first, out + piece.first, piece.bytes, scale_.on(),
-                       scale_.factor, postDivisor, true);
+    reduceChunk<T, Op>(channels_, own + piece.first, out + piece.first, piece.bytes, scale_.on, scale_.factor,
+                       postDivisor, true);
     channels_.releaseRecv(AllPeers{});
     channels_.postSend(AllPeers{});
     return true;
@@ -298,17 +272,10 @@ class ChunkRounds {
   // Gather: each `from` peer's reduced piece into `buffer` at pieceOf(peer).
   template <bool kTokens, typename From, typename PieceOf>
   __device__ __forceinline__ bool receiveEach(From from, char* buffer, PieceOf pieceOf, size_t) {
-    if (!channels_.acquireRecv(from)) return false;
-    const int me = channels_.rank(), nranks = channels_.nranks();
-    for (int k = 1; k < nranks; ++k) {
-      const int peer = peerBefore(me, k, nranks);
-      if (!from(peer)) continue;
+    return drainSlots(from, [&](int peer) {
       const Piece piece = pieceOf(peer);
-      copyChunk<T>(userChunk(buffer + piece.first, piece.bytes),
-                   slotChunk(channels_.recvSlot(peer), piece.bytes), piece.bytes, false, scale_.factor);
-    }
-    channels_.releaseRecv(from);
-    return true;
+      return Span{buffer + piece.first, piece.bytes};
+    });
   }
 
   // Every rank's contribution reduced in rank order into `out`: this rank's from `own`, each peer's
@@ -317,13 +284,51 @@ class ChunkRounds {
   __device__ __forceinline__ bool receiveReduce(const char* own, char* out, const Piece& piece,
                                                 int postDivisor) {
     if (!channels_.acquireRecv(AllPeers{})) return false;
-    reduceChunk<T, Op>(channels_, own + piece.first, out + piece.first, piece.bytes, scale_.on(),
-                       scale_.factor, postDivisor, false);
+    reduceChunk<T, Op>(channels_, own + piece.first, out + piece.first, piece.bytes, scale_.on, scale_.factor,
+                       postDivisor, false);
     channels_.releaseRecv(AllPeers{});
     return true;
   }
 
  private:
+  // Where one peer's chunk comes from or goes to in the users' buffers.
+  struct Span {
+    const char* at;
+    size_t bytes;
+  };
+
+  // Copies span(peer) into every `to` peer's next slot (scaled), then posts the slots.
+  template <typename To, typename SpanOf>
+  __device__ __forceinline__ bool fillSlots(To to, SpanOf span) {
+    if (!channels_.acquireSend(to)) return false;
+    const int me = channels_.rank(), nranks = channels_.nranks();
+    for (int k = 1; k < nranks; ++k) {
+      const int peer = peerAfter(me, k, nranks);
+      if (!to(peer)) continue;
+      const Span from = span(peer);
+      copyChunk<T>(slotChunk(channels_.sendSlot(peer), from.bytes), userChunk(from.at, from.bytes),
+                   from.bytes, scale_.on, scale_.factor);
+    }
+    channels_.postSend(to);
+    return true;
+  }
+
+  // Copies every `from` peer's received slot into span(peer), then hands the slots back.
+  template <typename From, typename SpanOf>
+  __device__ __forceinline__ bool drainSlots(From from, SpanOf span) {
+    if (!channels_.acquireRecv(from)) return false;
+    const int me = channels_.rank(), nranks = channels_.nranks();
+    for (int k = 1; k < nranks; ++k) {
+      const int peer = peerBefore(me, k, nranks);
+      if (!from(peer)) continue;
+      const Span to = span(peer);
+      copyChunk<T>(userChunk(to.at, to.bytes), slotChunk(channels_.recvSlot(peer), to.bytes), to.bytes, false,
+                   scale_.factor);
+    }
+    channels_.releaseRecv(from);
+    return true;
+  }
+
   ChunkBlock& channels_;
   PreMultiply<T> scale_;
 };

@@ -220,7 +220,7 @@ class PacketRounds {
     const bool copyOwn = own != nullptr && own != ownOut;  // in place: already there
     for (size_t i = threadIdx.x; i < words.count; i += blockDim.x) {
       const size_t word = words.first + i;
-      if (copyOwn) store(ownOut, word, piece, loadWord<T>(own, word, piece.total, aligned(own)));
+      if (copyOwn) store(ownOut, word, piece, loadWord<T>(own, word, piece.total, wordAligned(own)));
       if constexpr (kOneRank<From>) {
         uint2 bits;
         if (from.rank != comm_.rank && step.receive(from.rank, i, &bits))
@@ -276,11 +276,7 @@ class PacketRounds {
     if constexpr (!kAllPeers<To>) {
       if (words.count == 0) scatter.receiveTokens([](int) { return true; });
       __syncthreads();  // a token certifies the whole block's scatter
-      if (threadIdx.x == 0)
-        for (int k = 1; k < comm_.nranks; ++k) {
-          const int peer = peerAfter(comm_.rank, k, comm_.nranks);
-          if (!to(peer) || words.count == 0) gather.send(peer, 0, make_uint2(0, 0));
-        }
+      sendTokens(gather, to, words.count);
     }
     return true;
   }
@@ -329,12 +325,11 @@ class PacketRounds {
         : first(piece.first / kPacketPayloadBytes), count(divCeil(piece.bytes, kPacketPayloadBytes)) {}
     size_t first, count;
   };
-  static __device__ bool aligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7) == 0; }
   __device__ __forceinline__ uint2 contribution(const char* buffer, size_t word, const Piece& piece) const {
-    return scale_.apply(loadWord<T>(buffer, word, piece.total, aligned(buffer)));
+    return scale_.apply(loadWord<T>(buffer, word, piece.total, wordAligned(buffer)));
   }
   static __device__ __forceinline__ void store(char* buffer, size_t word, const Piece& piece, uint2 bits) {
-    storeWord<T>(buffer, word, piece.total, aligned(buffer), bits);
+    storeWord<T>(buffer, word, piece.total, wordAligned(buffer), bits);
   }
   // A token to every peer that gets no data in this step (all of them when there is none).
   template <typename To>
@@ -438,7 +433,7 @@ class PacketTransfers {
     PacketChannel to(comm_, wait_, peer, channel, true, step);
     if (!to.waitFree()) return true;
     const size_t first = piece.first / kPacketPayloadBytes, words = divCeil(piece.bytes, kPacketPayloadBytes);
-    const bool aligned = (reinterpret_cast<uintptr_t>(buffer) & 7) == 0;
+    const bool aligned = wordAligned(buffer);
     for (size_t i = threadIdx.x; i < words; i += blockDim.x)
       to.send(i, loadWord<T>(buffer, first + i, piece.total, aligned));
     return true;
@@ -447,7 +442,7 @@ class PacketTransfers {
   __device__ __forceinline__ bool receive(int peer, int channel, int step, char* buffer, const Piece& piece) {
     PacketChannel from(comm_, wait_, peer, channel, false, step);
     const size_t first = piece.first / kPacketPayloadBytes, words = divCeil(piece.bytes, kPacketPayloadBytes);
-    const bool aligned = (reinterpret_cast<uintptr_t>(buffer) & 7) == 0;
+    const bool aligned = wordAligned(buffer);
     for (size_t i = threadIdx.x; i < words; i += blockDim.x) {
       uint2 bits;
       if (from.receive(i, &bits)) storeWord<T>(buffer, first + i, piece.total, aligned, bits);
