@@ -10,6 +10,7 @@
 #include "native/algorithms/run_plan.h"
 #include "native/algorithms/send_recv.h"
 #include "native/bootstrap/sha256.h"
+#include "native/common/arithmetic.h"
 #include "native/common/env.h"
 #include "native/common/logging.h"
 #include "native/fallback/fallback_mode.h"
@@ -29,7 +30,7 @@ constexpr size_t kMaxChunkSlotBytes = 256 * 1024;
 constexpr int kShareIdTag = 0x5eed;
 
 // Where the one-sided signal counters start in the sync region: after the barrier flags, aligned.
-size_t signalCountersAt(int nranks) { return (zeroCopyFlagBytes(nranks) + 7) / 8 * 8; }
+size_t signalCountersAt(int nranks) { return roundUp(zeroCopyFlagBytes(nranks), 8); }
 
 // Scratch per rank: MSCCLPP_NCCL_SCRATCH_BYTES, rounded so every slot holds whole packets.
 size_t slotPacketsFor(int nranks) {

@@ -6,6 +6,7 @@
 #include <cstddef>
 
 #include "native/algorithms/zero_copy.h"
+#include "native/common/arithmetic.h"
 #include "native/common/data_type.h"
 #include "native/common/status.h"
 #include "native/primitives/chunk_layout.h"
@@ -21,6 +22,12 @@ struct AllReduceArgs {
   ReduceOp op;
   uint64_t ticket = 0;  // nonzero: packet kernels publish it when done (native/device/step_sequence.cuh)
 };
+
+// The segment of the input each rank owns in the two-shot and direct all-reduces of plain chunks: a
+// 1/nranks share, rounded up to whole 16-byte units so that every segment keeps the buffers' alignment.
+inline size_t allReduceSegmentBytes(const AllReduceArgs& args, int nranks) {
+  return roundUp(divCeil(args.count * dataTypeSize(args.type), nranks), kChunkAlignment);
+}
 
 // How a kernel is launched: its grid, and how many bytes each block moves per peer in one step (at
 // most the scratch slot of its protocol, a whole number of packet payloads or 16-byte chunk units; smaller

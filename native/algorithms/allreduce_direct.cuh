@@ -79,9 +79,8 @@ __device__ __forceinline__ bool reduceAndFinish(const ZeroCopyComm& comm, const 
 template <typename Kernel, typename... Buffers>
 Status launchDirect(Kernel kernel, const ZeroCopyComm& comm, const AllReduceArgs& args, LaunchShape shape,
                     cudaStream_t stream, const Buffers&... buffers) {
-  const size_t segmentBytes =
-      divCeil(divCeil(args.count * dataTypeSize(args.type), comm.nranks), kChunkAlignment) * kChunkAlignment;
-  const size_t blockBytes = divCeil(divCeil(segmentBytes, shape.blocks), kChunkAlignment) * kChunkAlignment;
+  const size_t segmentBytes = allReduceSegmentBytes(args, comm.nranks);
+  const size_t blockBytes = roundUp(divCeil(segmentBytes, shape.blocks), kChunkAlignment);
   return launched(launchKernel(kernel, shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic,
                                stream, comm, args, buffers..., segmentBytes, blockBytes),
                   "all-reduce (zero-copy)");

@@ -37,8 +37,7 @@ AllReduceTwoShotChunkedKernel allReduceTwoShotChunkedKernelOf<kThisTypeShard>(co
 #if MSCCLPP_NCCL_HOST_SHARD
 Status allReduceChunkSchedule(const ChunkComm& comm, const AllReduceArgs& args, LaunchShape shape,
                               size_t* segmentBytes, ChunkSchedule* schedule) {
-  *segmentBytes =
-      divCeil(divCeil(args.count * dataTypeSize(args.type), comm.nranks), kChunkAlignment) * kChunkAlignment;
+  *segmentBytes = allReduceSegmentBytes(args, comm.nranks);
   schedule->chunkBytes = shape.chunkBytes;
   schedule->blocks = shape.blocks;
   return kernelRounds(*segmentBytes, shape.chunkBytes * shape.blocks, "all-reduce (two-shot chunked)",

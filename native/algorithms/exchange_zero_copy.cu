@@ -167,11 +167,11 @@ Status launchExchangeMapped(const ZeroCopyComm& comm, const ChunkComm& chunks, c
     return fail(Status::kInternalError, "zero-copy exchange given a call it does not serve");
   ChunkSchedule schedule{};
   MSCCLPP_TRY(exchangeChunkSchedule(args, scratch, &schedule));
-  auto aligned = [](size_t bytes) { return divCeil(bytes, kChunkAlignment) * kChunkAlignment; };
   // Rooted calls are spread over the ranks in segments (see the kernel); the rest take whole ranges.
-  const size_t segmentBytes =
-      mappedFlow(args).spread ? aligned(divCeil(args.rangeBytes, comm.nranks)) : args.rangeBytes;
-  const size_t blockBytes = aligned(divCeil(segmentBytes, shape.blocks));
+  const size_t segmentBytes = mappedFlow(args).spread
+                                  ? roundUp(divCeil(args.rangeBytes, comm.nranks), kChunkAlignment)
+                                  : args.rangeBytes;
+  const size_t blockBytes = roundUp(divCeil(segmentBytes, shape.blocks), kChunkAlignment);
   const ExchangeMappedKernel kernel = withTypeShard(args.type, args.op.op, args.reduce, [&](auto shard) {
     return exchangeMappedKernelOf<decltype(shard)::value>(args);
   });
