@@ -5,7 +5,8 @@
 # Usage: perf/nccl_tests.sh OUTDIR NCCL_TESTS_DIR OURS_LIB STOCK_LIB "RANKS..." "MODES..." BINARY...
 #   MODES: eager, graph (-G 5), and either with registration: eager_R1, graph_R2, ...
 #   SIZES="-b 8 -e 256M -f 4" and ITERS="-n 20 -w 5" (the defaults) may be overridden from the environment;
-#   OURS_ENV="NAME=VALUE ..." passes settings to our library's ranks.
+#   OURS_ENV="NAME=VALUE ..." passes settings to our library's ranks; BEFORE_LIB=PATH also times another
+#   build of ours with those settings (files before_*.txt; table them with --against before).
 # e.g. perf/nccl_tests.sh /tmp/out $NT $PWD/mscclpp_nccl/lib/libnccl.so.2 $STOCK "4 8" "eager graph" all_reduce
 set -u
 out=${1:?usage: see the header}
@@ -25,10 +26,10 @@ for n in $ranks; do
     case $mode in graph*) flags+=(-G 5) ;; esac
     case $mode in *_R*) flags+=(-R "${mode##*_R}") ;; esac
     for binary in "$@"; do
-      for lib in ours stock; do
+      for lib in ours stock ${BEFORE_LIB:+before}; do
         env=(-x NCCL_TESTS_DEVICE=0 -x NCCL_NVLS_ENABLE=0 -x CUDA_MPS_PIPE_DIRECTORY)
-        if [ $lib = ours ]; then
-          env+=(-x LD_PRELOAD="$ours")
+        if [ $lib != stock ]; then
+          if [ $lib = ours ]; then env+=(-x LD_PRELOAD="$ours"); else env+=(-x LD_PRELOAD="$BEFORE_LIB"); fi
           for setting in ${OURS_ENV:-}; do env+=(-x "$setting"); done
         else
           env+=(-x LD_PRELOAD="$stock" -x NCCL_MULTI_RANK_GPU_ENABLE=1)

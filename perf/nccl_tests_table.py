@@ -1,12 +1,14 @@
 """Side-by-side table from perf/nccl_tests.sh: nccl-tests' own times for ours and stock NCCL.
 
 Usage: python perf/nccl_tests_table.py DIR [--csv FILE] [--library NAME] [--stock NAME] [--gpu TEXT]
+                                          [--against before]
        python perf/nccl_tests_table.py --readme FILE [--update README.md]
 DIR holds `{ours,stock}_BINARY_N_MODE.txt` (nccl-tests output). For each binary, rank count and mode it
 prints the ratio stock time / ours per size (the smaller of out-of-place and in-place on each side), the
 geometric mean over 8 B-32 MB, the slowest ratio, and ours as a share of the memory-traffic floor from
-32 MB (every byte that must be read or written once, at 4.3 TB/s). With --csv it writes every row, with
-the harness, command, both libraries, GPU and date on each.
+32 MB (every byte that must be read or written once, at 4.3 TB/s). With --against before, an earlier
+build of ours (`before_*.txt`) takes stock's place, and --stock should name it. With --csv it writes
+every row, with the harness, command, both libraries, GPU and date on each.
 
 --readme FILE prints the performance section of the top-level README.md from such a CSV: what was
 measured and how, one row per collective and mode (eager, graph) with ours / stock at three sizes and
@@ -34,7 +36,7 @@ COMMAND = (
     "BINARY_perf $SIZES -g 1 -d bfloat16 $ITERS -c 0 [-G 5] [-R r]; stock adds NCCL_MULTI_RANK_GPU_ENABLE=1 "
     "NCCL_MAX_CTAS=32/N (N > 2)"
 )
-NAME = re.compile(r"(ours|stock)_(\w+?)_(\d+)_(\w+)\.txt$")
+NAME = re.compile(r"(ours|stock|before)_(\w+?)_(\d+)_(\w+)\.txt$")
 COLUMNS = [
     "harness",
     "command",
@@ -184,6 +186,12 @@ def main() -> int:
     )
     parser.add_argument("--library", default="mscclpp-nccl")
     parser.add_argument("--stock", default="stock NCCL 2.30.7", help="the stock library timed beside ours")
+    parser.add_argument(
+        "--against",
+        choices=["stock", "before"],
+        default="stock",
+        help="the files ours is compared with: stock_*.txt, or before_*.txt (BEFORE_LIB of nccl_tests.sh)",
+    )
     parser.add_argument("--gpu", default="1x H200 under MPS (ranks share it), CUDA 13.0")
     args = parser.parse_args()
     if args.readme:
@@ -206,7 +214,7 @@ def main() -> int:
     rows = []
     date = datetime.date.today().isoformat()
     for (binary, n, mode), libs in sorted(runs.items()):
-        ours, stock = libs.get("ours", {}), libs.get("stock", {})
+        ours, stock = libs.get("ours", {}), libs.get(args.against, {})
         sizes = sorted(s for s in ours if s in stock and s > 0 and ours[s] > 0 and stock[s] > 0)
         if not sizes:
             print(f"{binary:15s} {n} {mode:9s}: no comparable rows (ours {len(ours)}, stock {len(stock)})")
