@@ -34,6 +34,26 @@ def communicator(size: int, raw: bytes, rank: int) -> nccl.NcclCommunicator:
         return nccl.NcclCommunicator(size, tuple(b - 256 if b > 127 else b for b in raw), rank)
 
 
+def world_id(rank: int) -> bytes:
+    """The world communicator's id, made by the library under test (stock NCCL cannot read the launcher's
+    id): rank 0 writes it to a file named after the launcher's id, the others wait for the file."""
+    path = f"/tmp/init_cycle_{os.environ['MSCCLPP_NCCL_UNIQUE_ID'][:32]}.id"
+    if rank == 0:
+        uid = nccl.get_unique_id()
+        raw = uid if isinstance(uid, bytes) else bytes(v & 0xFF for v in uid)
+        with open(path + ".tmp", "wb") as f:
+            f.write(raw)
+        os.replace(path + ".tmp", path)
+        return raw
+    deadline = time.monotonic() + 60
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"rank 0 wrote no id to {path}")
+        time.sleep(0.01)
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def fresh_id(world: nccl.NcclCommunicator, rank: int, stream: cp.cuda.Stream) -> bytes:
     """A new unique id made by rank 0 and broadcast on `world`."""
     buf = cp.zeros(128, dtype=cp.uint8)
@@ -64,7 +84,7 @@ def main() -> int:
     rank, size = int(os.environ["MSCCLPP_NCCL_RANK"]), int(os.environ["MSCCLPP_NCCL_WORLD_SIZE"])
     cp.cuda.Device(int(os.environ.get("MSCCLPP_NCCL_DEVICE", "0"))).use()
     stream = cp.cuda.Stream(non_blocking=True)
-    world = communicator(size, bytes.fromhex(os.environ["MSCCLPP_NCCL_UNIQUE_ID"]), rank)
+    world = communicator(size, world_id(rank), rank)
     one_all_reduce(world, stream)
 
     new_id = fresh_id(world, rank, stream)

@@ -363,12 +363,15 @@ class PacketChannel {
         peer_(peer),
         channel_(channel),
         number_(counter(comm, peer, channel, sending) + step + 1),
-        flag_(static_cast<uint32_t>(number_)) {}
+        flag_(static_cast<uint32_t>(number_)),
+        slot_(sending ? slot(comm.packets.peerScratch[peer], comm.packets.rank)
+                      : slot(comm.packets.localScratch, peer)) {}
 
   // Sender: waits until this step's slot is free (the ack of the step two before); false: gave up.
   __device__ bool waitFree() {
+    if (number_ <= 2) return true;  // the channel's first two steps find their slots free
     bool ok = true;
-    if (number_ > 2 && threadIdx.x == 0) {
+    if (threadIdx.x == 0) {
       uint2 ignored;
       ok = wait_.load(ackPacket(comm_.localAcks, peer_), flag_ - 2, &ignored, peer_);
     }
@@ -376,14 +379,11 @@ class PacketChannel {
   }
 
   // Sender: word i of this step.
-  __device__ __forceinline__ void send(size_t i, uint2 bits) const {
-    const PacketComm& packets = comm_.packets;
-    llStore(slot(packets.peerScratch[peer_], packets.rank) + i, bits, flag_);
-  }
+  __device__ __forceinline__ void send(size_t i, uint2 bits) const { llStore(slot_ + i, bits, flag_); }
 
   // Receiver: word i of this step; false when it never came.
   __device__ __forceinline__ bool receive(size_t i, uint2* bits) {
-    return wait_.load(slot(comm_.packets.localScratch, peer_) + i, flag_, bits, peer_);
+    return wait_.load(slot_ + i, flag_, bits, peer_);
   }
 
   // Receiver: hands the step's slot back once every thread of the block has read its words.
@@ -417,6 +417,7 @@ class PacketChannel {
   int channel_;
   uint64_t number_;  // the channel's steps so far, this one included
   uint32_t flag_;
+  LLPacket* slot_;  // this step's slot: in the peer's scratch to send, in this rank's to receive
 };
 
 // One block's point-to-point verbs on packet channels: a piece of a transfer's buffer (its first byte a

@@ -16,6 +16,9 @@ namespace {
 
 // Regions start on their own page, so that each keeps any alignment a kernel asks of its slots.
 constexpr size_t kRegionAlignment = 4096;
+// cudaMalloc hands out large buffers in whole 2 MiB pages: asking for the last page whole makes
+// deviceBytes() what cudaMemGetInfo sees (ncclCommMemStats).
+constexpr size_t kDevicePageBytes = 2 << 20;
 
 struct ExportedBuffer {
   cudaIpcMemHandle_t handle;
@@ -51,6 +54,7 @@ Status PeerBuffer::create(Bootstrap& bootstrap, const Topology& topology,
     buffer->offsets_.push_back(buffer->total_);
     buffer->total_ += roundUp(bytes, kRegionAlignment);
   }
+  buffer->total_ = roundUp(buffer->total_, kDevicePageBytes);
   MSCCLPP_CUDA_TRY(cudaMalloc(&buffer->local_, std::max<size_t>(buffer->total_, 1)));
   MSCCLPP_TRY(zeroDeviceMemory(buffer->local_, buffer->total_));
 

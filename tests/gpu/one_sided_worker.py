@@ -67,20 +67,20 @@ class OneSided:
     def put(self, data: cp.ndarray, peer: int, slot: int, sig_idx: int = 0) -> int:
         return self.lib.ncclPutSignal(
             ffi.cast("void*", data.data.ptr), data.size, dtype_code("float32"), peer, self.handle[0],
-            slot * SLOT * 4, sig_idx, 0, 0, self.comm.handle, ffi.cast("cudaStream_t", self.stream.ptr),
+            slot * SLOT * 4, sig_idx, 0, 0, self.comm.handle, ffi.cast("void*", self.stream.ptr),
         )  # fmt: skip
 
     def wait(self, counts: dict[int, int]) -> None:
         descs = ffi.new("ncclWaitSignalDesc_t[]", len(counts))
         for i, (peer, n) in enumerate(counts.items()):
             descs[i].opCnt, descs[i].peer, descs[i].sigIdx, descs[i].ctx = n, peer, 0, 0
-        stream = ffi.cast("cudaStream_t", self.stream.ptr)
+        stream = ffi.cast("void*", self.stream.ptr)
         self.nccl.check(
             self.lib.ncclWaitSignal(len(counts), descs, self.comm.handle, stream), self.comm.handle
         )
 
     def signal(self, peer: int) -> int:
-        return self.lib.ncclSignal(peer, 0, 0, 0, self.comm.handle, ffi.cast("cudaStream_t", self.stream.ptr))
+        return self.lib.ncclSignal(peer, 0, 0, 0, self.comm.handle, ffi.cast("void*", self.stream.ptr))
 
     def close(self) -> None:
         self.nccl.check(self.lib.ncclCommWindowDeregister(self.comm.handle, self.handle[0]), self.comm.handle)
@@ -136,7 +136,7 @@ def refused(w: OneSided) -> None:
     expect_error(w.put(data, peer, w.comm.size), w, "window's end")
     graph_stream = cp.cuda.Stream(non_blocking=True)
     graph_stream.begin_capture()
-    result = w.lib.ncclSignal(peer, 0, 0, 0, w.comm.handle, ffi.cast("cudaStream_t", graph_stream.ptr))
+    result = w.lib.ncclSignal(peer, 0, 0, 0, w.comm.handle, ffi.cast("void*", graph_stream.ptr))
     graph_stream.end_capture()
     expect_error(result, w, "capture")
 
