@@ -48,7 +48,9 @@ def free_bytes() -> int:
 def main() -> int:
     rank, size, uid = world_from_env()
     device = local_device()
+    start = time.perf_counter()
     comm = Communicator(size, rank, uid, device=device)
+    init_ms = (time.perf_counter() - start) * 1e3
     nccl, lib = comm._nccl, comm._nccl.lib
     stream = cp.cuda.Stream(non_blocking=True)
     check_all_reduce(comm, stream)
@@ -69,6 +71,7 @@ def main() -> int:
     nccl.check(lib.ncclCommSuspend(comm.handle, NCCL_SUSPEND_MEM), comm.handle)
     suspend_ms = (time.perf_counter() - start) * 1e3
     freed = free_bytes() - before  # every rank of the GPU has released its scratch when suspend returns
+    assert suspend_ms < 100, f"suspend took {suspend_ms:.1f} ms"
     expected = same_gpu * releasable
     assert freed >= 0.95 * expected, f"suspend freed {freed} B of the {expected} B expected"
     assert freed <= expected + same_gpu * MIB, f"suspend freed {freed} B, more than the {expected} B expected"
@@ -89,6 +92,8 @@ def main() -> int:
     start = time.perf_counter()
     nccl.check(lib.ncclCommResume(comm.handle), comm.handle)
     resume_ms = (time.perf_counter() - start) * 1e3
+    # No longer than an init (with slack for a noisy shared GPU: both take a few milliseconds here).
+    assert resume_ms <= max(2 * init_ms, 50), f"resume took {resume_ms:.1f} ms, init {init_ms:.1f} ms"
     assert stat(comm, STAT_SUSPENDED) == 0 and stat(comm, STAT_SUSPEND) == releasable
     check_all_reduce(comm, stream)
     try:
@@ -101,7 +106,7 @@ def main() -> int:
     print(
         f"RESULT suspend rank {rank}: {releasable / MIB:.1f} MiB of {total / MIB:.1f} MiB released, "
         f"{freed / MIB:.1f} MiB back on the GPU ({same_gpu} ranks on it), suspend {suspend_ms:.1f} ms, "
-        f"resume {resume_ms:.1f} ms",
+        f"resume {resume_ms:.1f} ms, init {init_ms:.1f} ms",
         flush=True,
     )
     print("PASS suspend", flush=True)
