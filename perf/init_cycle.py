@@ -34,13 +34,18 @@ def communicator(size: int, raw: bytes, rank: int) -> nccl.NcclCommunicator:
         return nccl.NcclCommunicator(size, tuple(b - 256 if b > 127 else b for b in raw), rank)
 
 
+def unique_id() -> bytes:
+    """ncclGetUniqueId's 128 bytes: CuPy 14 gives bytes, older CuPy a tuple of signed chars."""
+    uid = nccl.get_unique_id()
+    return uid if isinstance(uid, bytes) else bytes(v & 0xFF for v in uid)
+
+
 def world_id(rank: int) -> bytes:
     """The world communicator's id, made by the library under test (stock NCCL cannot read the launcher's
     id): rank 0 writes it to a file named after the launcher's id, the others wait for the file."""
     path = f"/tmp/init_cycle_{os.environ['MSCCLPP_NCCL_UNIQUE_ID'][:32]}.id"
     if rank == 0:
-        uid = nccl.get_unique_id()
-        raw = uid if isinstance(uid, bytes) else bytes(v & 0xFF for v in uid)
+        raw = unique_id()
         with open(path + ".tmp", "wb") as f:
             f.write(raw)
         os.replace(path + ".tmp", path)
@@ -58,9 +63,7 @@ def fresh_id(world: nccl.NcclCommunicator, rank: int, stream: cp.cuda.Stream) ->
     """A new unique id made by rank 0 and broadcast on `world`."""
     buf = cp.zeros(128, dtype=cp.uint8)
     if rank == 0:
-        uid = nccl.get_unique_id()
-        raw = uid if isinstance(uid, bytes) else bytes(v & 0xFF for v in uid)
-        buf.set(np.frombuffer(raw, dtype=np.uint8))
+        buf.set(np.frombuffer(unique_id(), dtype=np.uint8))
     world.broadcast(buf.data.ptr, buf.data.ptr, 128, UINT8, 0, stream.ptr)
     stream.synchronize()
     return cp.asnumpy(buf).tobytes()
