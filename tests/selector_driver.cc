@@ -77,7 +77,8 @@ Status launchP2p(const P2pComm&, const std::vector<P2pOp>& ops, int, int, uint64
   if (ticket != 0) printf("ticket %d\n", launchedKernels);
   return recordKernel("packet", ops);
 }
-Status launchP2pChunked(const ChunkComm&, const std::vector<P2pOp>& ops, int, int, cudaStream_t) {
+Status launchP2pChunked(const ChunkComm&, const MappedRegion*, const std::vector<P2pOp>& ops, int, int,
+                        cudaStream_t) {
   return recordKernel("chunked", ops);
 }
 Status launchExchange(const PacketComm&, const ExchangeArgs&, LaunchShape, cudaStream_t) {

@@ -13,4 +13,5 @@ WORKER = ROOT / "tests" / "gpu" / "suspend_worker.py"
 @pytest.mark.gpu
 @pytest.mark.parametrize("nranks", [2, 4, 8])
 def test_suspend_frees_and_resume_restores(nranks: int) -> None:
-    run_worker(nranks, WORKER, "suspend")
+    output = run_worker(nranks, WORKER, "suspend")
+    print("\n".join(line for line in output.splitlines() if "RESULT suspend" in line))  # shown with -s

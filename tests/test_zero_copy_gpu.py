@@ -67,3 +67,16 @@ def test_registered_buffers_are_zero_copy_from_the_first_call() -> None:
 def test_freed_memory_returns_to_the_driver() -> None:
     output = run_ranks(4, WORKER, "memory_returns")
     assert_all_passed(output, ["memory_returns"], 4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nranks", [2, 4, 8])
+def test_sendrecv_pulls_from_the_senders_buffer(nranks: int) -> None:
+    output = run_ranks(nranks, WORKER, "sendrecv", env=LOG)
+    assert_all_passed(output, ["sendrecv"], nranks)
+    ready = len(re.findall(r"p2p_chunked, zero-copy \(mapped, ready\)", output))
+    waiting = len(re.findall(r"p2p_chunked, zero-copy \(mapped, not ready\)", output))
+    # Per rank: 6 + 4 ring sends, a captured one, 4 x n sends to every peer, 6 to one peer: all but each
+    # buffer's first use (and the capture's, which waits for the mapping) find the receiver's mapping.
+    assert ready >= 10 * nranks, f"only {ready} zero-copy sends were ready ({waiting} not)\n{output[-3000:]}"
+    assert waiting > 0, "every send was ready: the first use of an allocation cannot be"

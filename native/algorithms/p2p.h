@@ -2,7 +2,11 @@
 //
 // Each transfer is cut into parts by its size alone, so both ends cut it alike; part k of a transfer
 // moves on channel k to its peer (packet_layout.h's acknowledged packet channels for small transfers,
-// chunk_layout.h's chunk channels of their own scratch for large ones).
+// chunk_layout.h's chunk channels of their own scratch for large ones). A large transfer on chunks, where
+// the communicator maps users' buffers (transport/mapped_allocations.h), opens with a descriptor of the
+// sender's buffer on each of its channels: when the receiver has it mapped, each part pulls its share
+// straight from the sender's buffer and hands the descriptor's slot back, which ends the sender's part;
+// otherwise its chunks follow as usual.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,6 +19,7 @@
 #include "native/common/status.h"
 #include "native/primitives/chunk_layout.h"
 #include "native/primitives/packet_layout.h"
+#include "native/transport/mapped_buffers.h"
 
 namespace mscclpp_nccl {
 
@@ -24,6 +29,7 @@ struct P2pOp {
   void* buffer;  // source of a send, destination of a receive
   size_t bytes;
   size_t elementBytes;
+  MappedBuffer source{};  // a send's buffer as the receiver finds it (ready: it is mapped there)
 };
 
 // The parts of one group's kernel (they travel as a kernel parameter, kept under 4 KiB), and the most
@@ -42,6 +48,8 @@ struct P2pPart {
   uint8_t isSend;
   uint8_t part;
   uint8_t parts;
+  uint8_t
+      opening;  // 0: no descriptor; else the transfer opens with one (a send's: openings.send[opening - 1])
 };
 
 struct P2pParts {
@@ -71,13 +79,33 @@ inline bool p2pLaunchesKernel(const std::vector<P2pOp>& ops, int self) {
 Status launchP2p(const P2pComm& comm, const std::vector<P2pOp>& ops, int maxBlocks, int earlyLaunchBlocks,
                  uint64_t ticket, cudaStream_t stream);
 
+// Chunked transfers from this size open with a descriptor of the sender's buffer (both ends decide by
+// size, on a communicator that maps buffers): below it the two extra signals cost more than the copy
+// through scratch saves.
+constexpr size_t kP2pZeroCopyMinBytes = 1 << 20;
+
+// The descriptors of one chunked kernel's sends that open with one, in the order of their parts. A kernel
+// holds at most one send per distance (send_recv.cc), so few.
+constexpr int kMaxP2pOpenedSends = 8;
+struct P2pOpenings {
+  MappedBuffer send[kMaxP2pOpenedSends];
+};
+
 // Point-to-point chunk channels: a chunk scratch of their own (transfers need not line up with
 // collectives' kernels), kMaxP2pChunkParts channels per ordered pair of ranks, chunks of kP2pChunkSlotBytes.
 constexpr size_t kP2pChunkSlotBytes = 64 * 1024;
 
+// Whether a chunked transfer of `bytes` opens with a descriptor: `mappedTable` (this rank's table of the
+// peers' mapped allocations) is set alike on every rank of a communicator that maps buffers.
+inline bool p2pOpensWithDescriptor(size_t bytes, const MappedRegion* mappedTable) {
+  return mappedTable != nullptr && bytes >= kP2pZeroCopyMinBytes;
+}
+
 // The same transfers in chunks (plain stores and semaphores): for large ones. Each transfer is cut
 // into parts by its size alone, so both ends agree whatever else their groups hold. No transfers to self.
-Status launchP2pChunked(const ChunkComm& chunks, const std::vector<P2pOp>& ops, int maxBlocks,
-                        int earlyLaunchBlocks, cudaStream_t stream);
+// `mappedTable`: see p2pOpensWithDescriptor (null: no transfer opens with a descriptor).
+Status launchP2pChunked(const ChunkComm& chunks, const MappedRegion* mappedTable,
+                        const std::vector<P2pOp>& ops, int maxBlocks, int earlyLaunchBlocks,
+                        cudaStream_t stream);
 
 }  // namespace mscclpp_nccl

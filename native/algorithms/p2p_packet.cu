@@ -23,7 +23,7 @@ __global__ void __launch_bounds__(kPacketThreads, kPacketBlocksPerSm)
   BoundedWait wait(comm.packets.wait);
   PacketTransfers<T> transfers(comm, wait);
   const size_t pieceBytes = comm.packets.slotPackets * kPacketPayloadBytes;
-  p2pRounds(transfers, parts, pieceBytes);
+  p2pRounds(transfers, parts, pieceBytes, [](int) { return false; });
   __syncthreads();
   if (threadIdx.x == 0)
     for (int l = blockIdx.x; l < parts.count; l += gridDim.x) {

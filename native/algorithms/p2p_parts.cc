@@ -22,7 +22,8 @@ Status cutIntoParts(const std::vector<P2pOp>& ops, int self, int (*partsFor)(siz
                                         op.peer,
                                         static_cast<uint8_t>(op.isSend),
                                         static_cast<uint8_t>(part),
-                                        static_cast<uint8_t>(parts)};
+                                        static_cast<uint8_t>(parts),
+                                        0};
     }
   }
   return Status::kSuccess;

@@ -16,6 +16,22 @@ constexpr int kPacketDistancesPerKernel = kMaxP2pParts / (2 * kMaxP2pPacketParts
 constexpr int kChunkDistancesPerKernel = kMaxP2pParts / (2 * kMaxP2pChunkParts);
 static_assert(kChunkDistancesPerKernel >= 1 && kPacketDistancesPerKernel >= 1,
               "a kernel must hold a send and a receive cut into the most parts");
+static_assert(kChunkDistancesPerKernel <= kMaxP2pOpenedSends,
+              "a chunked kernel's sends may all open zero-copy");
+
+namespace {
+
+// What the tuning log calls a transfer's path; a zero-copy send says whether its receiver has its buffer
+// mapped (the receiver learns it on the device).
+const char* pathName(const P2pOp& op, bool chunked, const MappedRegion* mappedTable) {
+  if (!chunked) return "p2p_packet";
+  if (!p2pOpensWithDescriptor(op.bytes, mappedTable)) return "p2p_chunked";
+  if (!op.isSend) return "p2p_chunked, zero-copy where the sender's buffer is mapped";
+  return op.source.ready ? "p2p_chunked, zero-copy (mapped, ready)"
+                         : "p2p_chunked, zero-copy (mapped, not ready)";
+}
+
+}  // namespace
 
 Status runSendRecv(const Transports& transports, const AlgorithmSelector& selector,
                    const std::vector<P2pOp>& ops, uint64_t ticket, cudaStream_t stream, uint64_t* published) {
@@ -37,7 +53,7 @@ Status runSendRecv(const Transports& transports, const AlgorithmSelector& select
     const bool chunked = choice.algorithm->id == AlgorithmId::kP2pChunked && op.peer != rank &&
                          transports.p2pChunks.localScratch != nullptr;
     MSCCLPP_INFO(kTuning, "sendrecv %zu bytes %s peer %d: %s (%s)", op.bytes, op.isSend ? "to" : "from",
-                 op.peer, chunked ? "p2p_chunked" : "p2p_packet", choice.source);
+                 op.peer, pathName(op, chunked, transports.direct.mappedTable), choice.source);
     if (chunked)
       chunks[kernelOf(distance, kChunkDistancesPerKernel)].push_back(op);
     else
@@ -56,8 +72,8 @@ Status runSendRecv(const Transports& transports, const AlgorithmSelector& select
   if (publisher < packets.size()) *published = ticket;
   for (const std::vector<P2pOp>& kernel : chunks)
     if (launches(kernel))
-      MSCCLPP_TRY(launchP2pChunked(transports.p2pChunks, kernel, selector.chunkBlocks(),
-                                   selector.earlyLaunchBlocks(), stream));
+      MSCCLPP_TRY(launchP2pChunked(transports.p2pChunks, transports.direct.mappedTable, kernel,
+                                   selector.chunkBlocks(), selector.earlyLaunchBlocks(), stream));
   return Status::kSuccess;
 }
 

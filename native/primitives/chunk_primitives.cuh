@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "native/device/bounded_wait.cuh"
 #include "native/device/rank_order.cuh"
@@ -83,6 +84,19 @@ class ChunkBlock {
       semaphoreSignal(chunkFreed(comm_, comm_.peerScratch[peer], channel_, comm_.rank), next);
       counter(comm_.received, peer) = next;
     }
+  }
+
+  // Waits until each peer has consumed every chunk this rank sent it on the channel; false: give up.
+  template <typename Peers>
+  __device__ bool awaitReleased(Peers peers) {
+    bool ok = true;
+    for (int peer = threadIdx.x; peer < comm_.nranks; peer += blockDim.x) {
+      if (peer == comm_.rank || !peers(peer)) continue;
+      if (ok)
+        ok = semaphoreWait(chunkFreed(comm_, comm_.localScratch, channel_, peer), counter(comm_.sent, peer),
+                           wait_, peer);
+    }
+    return __syncthreads_and(ok);
   }
 
   __device__ char* sendSlot(int peer) const { return slots_.send[peer]; }
@@ -359,6 +373,46 @@ class ChunkTransfers {
                  piece.bytes, false, 1);
     block.releaseRecv(from);
     return true;
+  }
+
+  // Descriptor verbs: a small plain struct (a whole number of 64-bit words) travels as one step's chunk, and
+  // its slot stays taken until the receiver hands it back, which the sender can wait for. Zero-copy
+  // send/recv (algorithms/p2p.h) sends the sender's buffer so, and the receiver pulls before it closes.
+  // Sender: posts `descriptor` on channel (peer, channel); false: gave up.
+  template <typename Descriptor>
+  __device__ bool sendDescriptor(int peer, int channel, const Descriptor& descriptor) {
+    ChunkBlock block(comm_, slots_, channel);
+    const OneRank to{peer};
+    if (!block.acquireSend(to)) return false;
+    if (threadIdx.x == 0) *reinterpret_cast<Descriptor*>(block.sendSlot(peer)) = descriptor;
+    block.postSend(to);
+    return true;
+  }
+
+  // Receiver: the descriptor on channel (peer, channel), into *descriptor on every thread; its slot stays
+  // taken until closeDescriptor. False: gave up.
+  template <typename Descriptor>
+  __device__ bool receiveDescriptor(int peer, int channel, Descriptor* descriptor) {
+    static_assert(sizeof(Descriptor) % sizeof(uint64_t) == 0, "a descriptor is whole 64-bit words");
+    ChunkBlock block(comm_, slots_, channel);
+    if (!block.acquireRecv(OneRank{peer})) return false;
+    const volatile uint64_t* words = reinterpret_cast<const volatile uint64_t*>(block.recvSlot(peer));
+    uint64_t value[sizeof(Descriptor) / sizeof(uint64_t)];
+    for (size_t i = 0; i < sizeof(value) / sizeof(value[0]); ++i) value[i] = words[i];
+    memcpy(descriptor, value, sizeof(Descriptor));
+    return true;
+  }
+
+  // Receiver: hands the descriptor's slot back, once the whole block is done with what it described.
+  __device__ void closeDescriptor(int peer, int channel) {
+    ChunkBlock block(comm_, slots_, channel);
+    block.releaseRecv(OneRank{peer});
+  }
+
+  // Sender: waits until the receiver has closed every descriptor sent on the channel; false: gave up.
+  __device__ bool awaitDescriptorClosed(int peer, int channel) {
+    ChunkBlock block(comm_, slots_, channel);
+    return block.awaitReleased(OneRank{peer});
   }
 
  private:

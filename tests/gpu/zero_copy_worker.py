@@ -19,7 +19,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from allreduce_worker import Rank, pattern, run_scenarios
 from collectives_worker import call as collective
-from collectives_worker import expected_output, input_count, output_count
+from collectives_worker import expected_output, input_count, output_count, ptr
 
 from mscclpp_nccl.binding import ffi
 
@@ -325,6 +325,93 @@ def scenario_memory_returns(r: Rank) -> None:
     print("PASS memory_returns: freed cudaMalloc and ncclMemAlloc memory back within 1 s, comm idle")
 
 
+def send_recv(r: Rank, transfers: list[tuple[str, int, cp.ndarray, int]]) -> None:
+    """One group of float32 transfers: ("send" or "recv", peer, buffer, count) each."""
+    lib, c, s = r.nccl.lib, r.comm.handle, ffi.cast("void*", r.stream.ptr)
+    r.nccl.check(lib.ncclGroupStart())
+    for kind, peer, buffer, count in transfers:
+        function = lib.ncclSend if kind == "send" else lib.ncclRecv
+        r.nccl.check(function(ptr(buffer), count, 7, peer, c, s), c)
+    r.nccl.check(lib.ncclGroupEnd())
+
+
+def scenario_sendrecv(r: Rank) -> None:
+    """Large send/recv pulls from the sender's buffer once the receiver has it mapped (the pytest side
+    counts the ready sends in the log): a ring on the same buffers call after call at per-rank offsets (the
+    receive unaligned), on ncclMemAlloc memory too, captured and replayed; every peer at once (several
+    zero-copy sends in one kernel) beside a small transfer on packets; two large transfers with one peer in
+    one group. Each result exact."""
+    n, me = r.size, r.rank
+    after, before = (me + 1) % n, (me - 1) % n
+    count = COUNT + 5  # not a whole number of 16-byte units
+
+    def ring(send: cp.ndarray, recv: cp.ndarray, calls: int, what: str) -> None:
+        for call in range(calls):
+            send.set(pattern(count, me).astype(np.float32) + call, stream=r.stream)
+            recv.fill(np.float32(-7))
+            send_recv(r, [("send", after, send, count), ("recv", before, recv, count)])
+            r.stream.synchronize()
+            check(recv, pattern(count, before) + call, f"{what} call {call}")
+
+    backing_send = cp.zeros(count + 4096, dtype=cp.float32)
+    backing_recv = cp.zeros(count + 4096, dtype=cp.float32)
+    shift = 64 * me + 4 * (me % 3)
+    ring(backing_send[shift : shift + count], backing_recv[shift + 1 : shift + 1 + count], 6, "ring")
+
+    nbytes = count * 4 + 4096
+    send_ptr, recv_ptr = mem_alloc(r, nbytes), mem_alloc(r, nbytes)
+    send, recv = raw_array(send_ptr, count, r), raw_array(recv_ptr + 4, count, r)
+    ring(send, recv, 4, "cumem ring")
+    r.stream.begin_capture()
+    send_recv(r, [("send", after, send, count), ("recv", before, recv, count)])
+    graph = r.stream.end_capture()
+    for replay in range(20):
+        send.set(pattern(count, me).astype(np.float32) + replay, stream=r.stream)
+        graph.launch(r.stream)
+        r.stream.synchronize()
+        check(recv, pattern(count, before) + replay, f"cumem ring graph replay {replay}")
+    del graph
+    mem_free(r, send_ptr)
+    mem_free(r, recv_ptr)
+
+    big = (1 << 20) + 3
+    sends = [cp.asarray(pattern(big, me * n + p).astype(np.float32)) for p in range(n)]
+    recvs = [cp.zeros(big, dtype=cp.float32) for _ in range(n)]
+    small_send = cp.asarray(pattern(100, me).astype(np.float32))
+    small_recv = cp.zeros(100, dtype=cp.float32)
+    for call in range(4):
+        transfers = [("send", after, small_send, 100), ("recv", before, small_recv, 100)]
+        for p in range(n):
+            transfers += [("send", p, sends[p], big), ("recv", p, recvs[p], big)]
+        for buffer in recvs:
+            buffer.fill(np.float32(-7))
+        send_recv(r, transfers)
+        r.stream.synchronize()
+        for p in range(n):
+            check(recvs[p], pattern(big, p * n + me), f"all peers call {call} from {p}")
+        check(small_recv, pattern(100, before), f"all peers call {call} small transfer")
+
+    if n % 2 == 0:
+        peer = after if me % 2 == 0 else before
+        ours = [cp.asarray(pattern(count, me * 10 + k).astype(np.float32)) for k in range(2)]
+        theirs = [cp.zeros(count, dtype=cp.float32) for _ in range(2)]
+        for call in range(3):
+            send_recv(
+                r,
+                [
+                    t
+                    for k in range(2)
+                    for t in (("send", peer, ours[k], count), ("recv", peer, theirs[k], count))
+                ],
+            )
+            r.stream.synchronize()
+            for k in range(2):
+                check(theirs[k], pattern(count, peer * 10 + k), f"one peer call {call} transfer {k}")
+    print(
+        "PASS sendrecv: ring eager, on ncclMemAlloc memory and replayed; every peer at once; one peer twice"
+    )
+
+
 SCENARIOS = {
     "recurring": scenario_recurring,
     "realloc": scenario_realloc,
@@ -335,6 +422,7 @@ SCENARIOS = {
     "cumem": scenario_cumem,
     "registered": scenario_registered,
     "memory_returns": scenario_memory_returns,
+    "sendrecv": scenario_sendrecv,
 }
 
 if __name__ == "__main__":
