@@ -14,8 +14,8 @@ namespace mscclpp_nccl {
 
 // Pieces part t moves: those of its transfer from its index on, every t.parts-th.
 __device__ __forceinline__ size_t piecesOfPart(const P2pPart& t, size_t pieceBytes) {
-  const size_t pieces = divCeilNarrow(t.bytes, pieceBytes);
-  return pieces > t.part ? divCeilNarrow(pieces - t.part, t.parts) : 0;
+  const size_t pieces = divCeil(t.bytes, pieceBytes);
+  return pieces > t.part ? divCeil(pieces - t.part, t.parts) : 0;
 }
 
 // The rounds of every part but those for which skip(l) holds (both ends skip alike: zero-copy parts).
@@ -26,17 +26,22 @@ __device__ __forceinline__ bool p2pRounds(Transfers& transfers, const P2pParts& 
   int steps = 0;
   for (int l = blockIdx.x; l < parts.count; l += gridDim.x)
     if (!skip(l)) steps = max(steps, static_cast<int>(piecesOfPart(parts.part[l], pieceBytes)));
+  // One direction of a step over the block's parts, called with a constant direction so that each
+  // compiles to a loop of its own.
+  auto pass = [&](int step, bool sending) {
+    for (int l = blockIdx.x; l < parts.count; l += gridDim.x) {
+      const P2pPart& t = parts.part[l];
+      const size_t first = (static_cast<size_t>(step) * t.parts + t.part) * pieceBytes;
+      if (t.isSend != sending || first >= t.bytes || skip(l)) continue;
+      const Piece piece{first, min(pieceBytes, t.bytes - first), t.bytes};
+      if (!(sending ? transfers.send(t.peer, t.part, step, t.buffer, piece)
+                    : transfers.receive(t.peer, t.part, step, t.buffer, piece)))
+        return false;
+    }
+    return true;
+  };
   for (int step = 0; step < steps; ++step)
-    for (int sending = 1; sending >= 0; --sending)
-      for (int l = blockIdx.x; l < parts.count; l += gridDim.x) {
-        const P2pPart& t = parts.part[l];
-        const size_t first = (static_cast<size_t>(step) * t.parts + t.part) * pieceBytes;
-        if (t.isSend != sending || first >= t.bytes || skip(l)) continue;
-        const Piece piece{first, min(pieceBytes, t.bytes - first), t.bytes};
-        if (!(sending ? transfers.send(t.peer, t.part, step, t.buffer, piece)
-                      : transfers.receive(t.peer, t.part, step, t.buffer, piece)))
-          return false;
-      }
+    if (!pass(step, true) || !pass(step, false)) return false;
   return true;
 }
 
