@@ -48,8 +48,7 @@ struct P2pPart {
   uint8_t isSend;
   uint8_t part;
   uint8_t parts;
-  uint8_t
-      opening;  // 0: no descriptor; else the transfer opens with one (a send's: openings.send[opening - 1])
+  uint8_t opening;  // 0: none; else opens with a descriptor (a send's: openings.send[opening - 1])
 };
 
 struct P2pParts {

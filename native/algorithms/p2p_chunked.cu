@@ -13,6 +13,16 @@
 namespace mscclpp_nccl {
 namespace {
 
+// openings.send[k], read by constant indices: indexing the kernel parameter by a register would copy the
+// whole array into every thread's local memory at the start of every chunked kernel.
+__device__ __forceinline__ MappedBuffer openedSend(const P2pOpenings& openings, int k) {
+  MappedBuffer descriptor{};
+#pragma unroll
+  for (int i = 0; i < kMaxP2pOpenedSends; ++i)
+    if (i == k) descriptor = openings.send[i];
+  return descriptor;
+}
+
 // A part that opens with a descriptor (p2p.h) posts or reads it before any wait on data: sends first,
 // as in the rounds, so every descriptor a receiver waits for is posted without waiting on anything in
 // this kernel. *opened[l]: part l's descriptor, ready where the part is pulled (none: not ready). A
@@ -27,7 +37,7 @@ __device__ bool openParts(ChunkTransfers<T>& transfers, const P2pParts& parts, c
       if (t.isSend != sending) continue;
       MappedBuffer descriptor{};
       if (t.opening && sending) {
-        descriptor = openings.send[t.opening - 1];
+        descriptor = openedSend(openings, t.opening - 1);
         if (!transfers.sendDescriptor(t.peer, t.part, descriptor)) return false;
       } else if (t.opening) {
         if (!transfers.receiveDescriptor(t.peer, t.part, &descriptor)) return false;
@@ -51,15 +61,10 @@ __device__ void pullOpenedParts(ChunkTransfers<T>& transfers, const P2pParts& pa
     if (t.isSend || !opened[l].ready) continue;
     const size_t share = roundUp(divCeil(t.bytes, t.parts), 16), first = t.part * share;
     const size_t bytes = first < t.bytes ? min(share, t.bytes - first) : 0;
-    char* base = nullptr;
-    const MappedRegion* row = mappedTable + static_cast<size_t>(t.peer) * kMaxMappedAllocations;
-    const MappedCheck check = checkMappedRange(row, opened[l].index, opened[l].offset, t.bytes, &base);
-    if (check == MappedCheck::kOk) {
-      const char* source = base + opened[l].offset + first;
-      copyChunk<T>(userChunk(t.buffer + first, bytes), userChunk(source, bytes), bytes, false, 1);
-    } else if (threadIdx.x == 0 && raiseKernelError(control, kKernelBadPeerData)) {
-      reportMappedError(check, me, t.peer, 0, 0);
-    }
+    if (const char* source = mappedBuffer(mappedTable, t.peer, opened[l], t.bytes))
+      copyChunk<T>(userChunk(t.buffer + first, bytes), userChunk(source + first, bytes), bytes, false, 1);
+    else if (threadIdx.x == 0 && raiseKernelError(control, kKernelBadPeerData))
+      reportMappedError(MappedCheck::kOutOfBounds, me, t.peer, 0, 0);
     transfers.closeDescriptor(t.peer, t.part);
   }
   for (int l = blockIdx.x; l < parts.count; l += gridDim.x) {

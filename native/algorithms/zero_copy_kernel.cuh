@@ -41,12 +41,16 @@ __device__ __forceinline__ MappedCall postedCall(MappedCall mine, Collective col
 // Rank r's buffer as mapped here, which this rank touches up to `reach` bytes from its start (0: not at
 // all); null where r's post does not allow that (mapped_bounds.h: checkMappedRange). The table entry was
 // written before r learned that it is mapped, so it is in place whenever r's description says ready.
-__device__ __forceinline__ char* mappedBuffer(const ZeroCopyComm& comm, int r, const MappedBuffer& buffer,
-                                              uint64_t reach) {
+__device__ __forceinline__ char* mappedBuffer(const MappedRegion* mappedTable, int r,
+                                              const MappedBuffer& buffer, uint64_t reach) {
   char* base = nullptr;
-  const MappedRegion* row = comm.mappedTable + static_cast<size_t>(r) * kMaxMappedAllocations;
+  const MappedRegion* row = mappedTable + static_cast<size_t>(r) * kMaxMappedAllocations;
   if (checkMappedRange(row, buffer.index, buffer.offset, reach, &base) != MappedCheck::kOk) return nullptr;
   return base + buffer.offset;
+}
+__device__ __forceinline__ char* mappedBuffer(const ZeroCopyComm& comm, int r, const MappedBuffer& buffer,
+                                              uint64_t reach) {
+  return mappedBuffer(comm.mappedTable, r, buffer, reach);
 }
 
 // Raises `error` for this rank's communicator as BoundedWait does (native/device/bounded_wait.cuh): the
