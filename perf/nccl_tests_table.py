@@ -6,7 +6,8 @@ Usage: python perf/nccl_tests_table.py DIR [--csv FILE] [--library NAME] [--stoc
 DIR holds `{ours,stock}_BINARY_N_MODE.txt` (nccl-tests output). For each binary, rank count and mode it
 prints the ratio stock time / ours per size (the smaller of out-of-place and in-place on each side), the
 geometric mean over 8 B-32 MB, the slowest ratio, and ours as a share of the memory-traffic floor from
-32 MB (every byte that must be read or written once, at 4.3 TB/s). With --against before, an earlier
+32 MB (every byte that must be read or written once, at the device-to-device copy rate measured on the GPU
+that --gpu names: 3.0 TB/s on an H100, 4.3 TB/s on an H200). With --against before, an earlier
 build of ours (`before_*.txt`) takes stock's place, and --stock should name it. With --csv it writes
 every row, with the harness, command, both libraries, GPU and date on each.
 
@@ -28,7 +29,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-FLOOR_BYTES_PER_S = 4.3e12
+# Device-to-device copy rate, bytes read plus written per second, measured on each kind of GPU machine
+# (the device tool's KINDS.md): the memory-traffic floor's rate.
+COPY_BYTES_PER_S = {"H100": 3.0e12, "H200": 4.3e12}
 MB = 1 << 20
 HARNESS = "nccl-tests 2.19.6 (ncclMemAlloc buffers, bfloat16, -c 0)"
 COMMAND = (
@@ -67,6 +70,14 @@ def traffic_bytes(binary: str, size: int, n: int) -> int:
     if binary in ("all_gather", "broadcast", "reduce_scatter", "reduce"):
         return (n + 1) * size
     return 2 * size  # gather, scatter: the root's whole buffer is read (or written) once, in pieces
+
+
+def copy_rate(gpu: str) -> float:
+    """The floor's rate for the GPU that `gpu` (the CSV's column) names."""
+    rates = [rate for name, rate in COPY_BYTES_PER_S.items() if name in gpu]
+    if len(rates) != 1:
+        raise ValueError(f"no single copy rate known for {gpu!r} (known: {', '.join(COPY_BYTES_PER_S)})")
+    return rates[0]
 
 
 def read(path: Path) -> dict[int, float]:
@@ -213,6 +224,7 @@ def main() -> int:
             runs.setdefault((binary, n, mode), {})[lib] = read(path)
     rows = []
     date = datetime.date.today().isoformat()
+    rate = copy_rate(args.gpu)
     for (binary, n, mode), libs in sorted(runs.items()):
         ours, stock = libs.get("ours", {}), libs.get(args.against, {})
         sizes = sorted(s for s in ours if s in stock and s > 0 and ours[s] > 0 and stock[s] > 0)
@@ -221,9 +233,7 @@ def main() -> int:
             continue
         ratios = {s: stock[s] / ours[s] for s in sizes}
         small = [ratios[s] for s in sizes if s <= 32 * MB]
-        floor = [
-            traffic_bytes(binary, s, n) / FLOOR_BYTES_PER_S * 1e6 / ours[s] for s in sizes if s >= 32 * MB
-        ]
+        floor = [traffic_bytes(binary, s, n) / rate * 1e6 / ours[s] for s in sizes if s >= 32 * MB]
         slowest = min(sizes, key=lambda s: ratios[s])
         print(
             f"{binary:15s} {n} {mode:9s}: geomean(8B-32MB) {geomean(small):5.2f}x  "

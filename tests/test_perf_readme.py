@@ -19,6 +19,8 @@ from collections import defaultdict
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
 MB = 1 << 20
@@ -183,3 +185,22 @@ def test_plots_are_made_from_their_result_files(tmp_path: Path) -> None:
     assert [p.name for p in drawn] == [p.name for p in committed]
     for fresh, kept in zip(drawn, committed, strict=True):
         assert fresh.read_text() == kept.read_text(), f"{kept.name} is stale: regenerate it"
+
+
+def test_floor_share_uses_the_gpus_copy_rate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The table's share of the memory-traffic floor divides by the copy rate of the GPU that --gpu names
+    (3.0 TB/s on an H100, 4.3 on an H200); a GPU it has no rate for is refused, not guessed."""
+    size, ours_us = 128 * MB, 250.0
+
+    def nccl_tests_output(time_us: float) -> str:  # size count type redop root time algbw busbw #wrong x2
+        return f"{size} {size // 2} bfloat16 sum -1 {time_us} 1 1 0 {time_us} 1 1 0\n"
+
+    (tmp_path / "ours_sendrecv_2_graph.txt").write_text(nccl_tests_output(ours_us))
+    (tmp_path / "stock_sendrecv_2_graph.txt").write_text(nccl_tests_output(1000.0))
+    for gpu, rate in (("1x H100 under MPS", 3.0e12), ("1x H200 under MPS", 4.3e12)):
+        sys.argv = ["nccl_tests_table.py", str(tmp_path), "--gpu", gpu]
+        assert table.main() == 0
+        share = 2 * 2 * size / rate * 1e6 / ours_us  # sendrecv reads and writes 2·N·S
+        assert f"floor from 32MB {share:4.0%}-{share:4.0%}" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="no single copy rate"):
+        table.copy_rate("1x A100")
