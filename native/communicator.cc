@@ -580,27 +580,25 @@ Status Communicator::sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream
     if (op.peer < 0 || op.peer >= nranks_)
       return fail(Status::kInvalidArgument, "peer %d is not a rank of this communicator", op.peer);
   if (routed_) return routed_->sendRecv(ops, stream);  // a routed communicator hands out no tickets
-  // Large sends offer their buffer for the receiver to pull (p2p.h), described here.
-  auto offers = [this](const P2pOp& op) {
-    return op.isSend && op.peer != rank_ && p2pOpensWithDescriptor(op.bytes, transports_.direct.mappedTable);
-  };
   size_t bytes = 0;
   for (const P2pOp& op : ops) bytes += op.bytes;
   numberCall(Collective::kSendRecv, bytes);
-  thread_local std::vector<P2pOp> described;  // keeps its capacity: an eager group allocates nothing
-  const bool describes = std::any_of(ops.begin(), ops.end(), offers);
-  bool capturing = false, anyReady = false;
-  if (describes) {
-    described.assign(ops.begin(), ops.end());
-    for (P2pOp& op : described)
-      if (offers(op)) {
-        op.source = describeBuffers(op.buffer, op.bytes, nullptr, 0, ticket, &capturing).send;
-        anyReady = anyReady || op.source.ready;
-      }
-  }
+  // Large sends on chunks offer their buffer for the receiver to pull (p2p.h), described here.
+  struct Offers final : SendSources {
+    Offers(Communicator* comm, uint64_t ticket) : comm(comm), ticket(ticket) {}
+    MappedBuffer describe(const P2pOp& send) override {
+      const MappedBuffer source =
+          comm->describeBuffers(send.buffer, send.bytes, nullptr, 0, ticket, &capturing).send;
+      anyReady = anyReady || source.ready;
+      return source;
+    }
+    Communicator* comm;
+    uint64_t ticket;
+    bool capturing = false, anyReady = false;
+  } offers(this, ticket);
   uint64_t published = 0;
-  MSCCLPP_TRY(runSendRecv(transports_, selector_, describes ? described : ops, ticket, stream, &published));
-  if (anyReady && !capturing) mapped_->markUsed(stream);
+  MSCCLPP_TRY(runSendRecv(transports_, selector_, ops, ticket, stream, &offers, &published));
+  if (offers.anyReady && !offers.capturing) mapped_->markUsed(stream);
   order_.published(published);
   return Status::kSuccess;
 }

@@ -9,7 +9,8 @@
 //     "sendrecv-plan RANK BYTES" plans rank RANK's group of a send of BYTES to every other rank and a
 //     receive from each, as runSendRecv launches it: one line per non-empty kernel, "packet|chunked K"
 //     (K counts the kernels launched) and its transfers as "s|r PEER" words; "ticket K" where kernel K
-//     was given the call's ticket (7), and "published T" (0: the call's end is not a ticket).
+//     was given the call's ticket (7), "offered N" where N sends were offered for their receivers to pull
+//     (the communicator maps buffers), and "published T" (0: the call's end is not a ticket).
 //     "grid N" makes N the largest grid from then on, as a split does to its parent (answers
 //     "grid 0 0 0 set 0", a row of the usual six fields).
 //     "maps COLLECTIVE ELEMENT_BYTES BYTES PREMUL" answers "maps 1|0": whether a call outside windows
@@ -43,6 +44,14 @@ namespace mscclpp_nccl {
 namespace {
 Status notLinked() { return Status::kInternalError; }
 int launchedKernels = 0;
+// Counts the sends runSendRecv offers for their receivers to pull; none is ready.
+struct CountedSources final : SendSources {
+  MappedBuffer describe(const P2pOp&) override {
+    ++offered;
+    return MappedBuffer{};
+  }
+  int offered = 0;
+};
 Status recordKernel(const char* path, const std::vector<P2pOp>& ops) {
   const int kernel = launchedKernels++;
   if (ops.empty()) return Status::kSuccess;
@@ -124,6 +133,8 @@ int main(int argc, char** argv) {
       transports.p2p.packets.rank = transports.p2pChunks.rank = rank;
       transports.p2p.packets.nranks = transports.p2pChunks.nranks = nranks;
       transports.p2pChunks.localScratch = &scratch;
+      static mscclpp_nccl::MappedRegion mappedTable;  // the communicator maps buffers
+      transports.direct.mappedTable = &mappedTable;
       std::vector<mscclpp_nccl::P2pOp> ops;
       for (int peer = 0; peer < nranks; ++peer) {
         if (peer == rank) continue;
@@ -132,10 +143,12 @@ int main(int argc, char** argv) {
       }
       mscclpp_nccl::launchedKernels = 0;
       uint64_t published = 0;
-      if (mscclpp_nccl::runSendRecv(transports, selector, ops, 7, nullptr, &published) !=
+      mscclpp_nccl::CountedSources sources;
+      if (mscclpp_nccl::runSendRecv(transports, selector, ops, 7, nullptr, &sources, &published) !=
           mscclpp_nccl::Status::kSuccess)
         printf("PLAN FAILED\n");
-      printf("published %llu\nend\n", static_cast<unsigned long long>(published));
+      printf("offered %d\npublished %llu\nend\n", sources.offered,
+             static_cast<unsigned long long>(published));
       continue;
     }
     size_t elementBytes = 0, bytes = 0;

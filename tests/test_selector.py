@@ -497,15 +497,22 @@ def test_zero_copy_default_shape(driver: Path) -> None:
 
 
 def send_recv_plan(
-    driver: Path, comm: Comm, size: int, tickets: dict[int, tuple[int, int]] | None = None
+    driver: Path,
+    comm: Comm,
+    size: int,
+    tickets: dict[int, tuple[int, int]] | None = None,
+    offered: dict[int, int] | None = None,
+    algo: str = "",
 ) -> dict[int, dict[tuple[str, int], tuple[str, int]]]:
     """rank -> {(direction, peer): (path, kernel)} for a group sending `size` bytes to every peer and
     receiving as much from each, as runSendRecv launches it. `tickets`, if given, gets rank -> (the
-    kernel given the call's ticket, or -1; the ticket the call says it published, or 0)."""
+    kernel given the call's ticket, or -1; the ticket the call says it published, or 0); `offered`,
+    rank -> how many sends were offered for their receivers to pull."""
     queries = "".join(f"sendrecv-plan {rank} {size}\n" for rank in range(comm.nranks))
-    proc = subprocess.run(
-        [str(driver), *comm.args()], input=queries, capture_output=True, text=True, env=driver_env()
-    )
+    env = driver_env()
+    if algo:
+        env["MSCCLPP_NCCL_ALGO"] = algo
+    proc = subprocess.run([str(driver), *comm.args()], input=queries, capture_output=True, text=True, env=env)
     assert proc.returncode == 0 and "runtime error" not in proc.stderr, proc.stderr
     plans: dict[int, dict[tuple[str, int], tuple[str, int]]] = {}
     given, published = -1, 0
@@ -525,6 +532,10 @@ def send_recv_plan(
             continue
         if path == "published":
             published = int(kernel)
+            continue
+        if path == "offered":
+            if offered is not None:
+                offered[rank] = int(kernel)
             continue
         for direction, peer in zip(words[::2], map(int, words[1::2]), strict=True):
             assert (direction, peer) not in plans.setdefault(rank, {}), line
@@ -574,6 +585,29 @@ def test_send_recv_ticket_marks_the_last_kernel(driver: Path, nranks: int, size:
             assert tickets[rank] == (-1, 0), (rank, tickets[rank])
         else:
             assert tickets[rank] == (max(kernels), 7), (rank, tickets[rank], kernels)
+
+
+@pytest.mark.parametrize(
+    ("size", "algo", "offers"),
+    [
+        (4096, "", False),
+        (8 << 20, "", True),
+        (8 << 20, "sendrecv=p2p_packet", False),
+        (512 << 10, "sendrecv=p2p_chunked", False),
+    ],
+)
+def test_send_recv_offers_only_chunked_large_sends(driver: Path, size: int, algo: str, offers: bool) -> None:
+    """A send is described for its receiver to pull (which exports its buffer) only where it goes on
+    chunks and is large enough to open with a descriptor: not on packets, even when forced there."""
+    comm = Comm(4, 4, 33, 131072, 1024)
+    offered: dict[int, int] = {}
+    plans = send_recv_plan(driver, comm, size, offered=offered, algo=algo)
+    for rank, plan in plans.items():
+        chunked_sends = sum(
+            1 for (direction, _), (path, _) in plan.items() if direction == "s" and path == "chunked"
+        )
+        assert offered[rank] == (chunked_sends if offers else 0), (rank, offered[rank], plan)
+    assert not offers or offered[0] == comm.nranks - 1, offered
 
 
 def driver_lines(driver: Path, comm: Comm, text: str, table: str = NO_TABLE) -> list[str]:

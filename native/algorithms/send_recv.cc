@@ -34,7 +34,8 @@ const char* pathName(const P2pOp& op, bool chunked, const MappedRegion* mappedTa
 }  // namespace
 
 Status runSendRecv(const Transports& transports, const AlgorithmSelector& selector,
-                   const std::vector<P2pOp>& ops, uint64_t ticket, cudaStream_t stream, uint64_t* published) {
+                   const std::vector<P2pOp>& ops, uint64_t ticket, cudaStream_t stream, SendSources* sources,
+                   uint64_t* published) {
   *published = 0;
   const int rank = transports.p2p.packets.rank, nranks = transports.p2p.packets.nranks;
   // Kernel k of a path holds the distances in (k * perKernel, (k + 1) * perKernel]; self, kernel 0.
@@ -52,12 +53,12 @@ Status runSendRecv(const Transports& transports, const AlgorithmSelector& select
     const Choice choice = selector.choose(Collective::kSendRecv, op.elementBytes, op.bytes);
     const bool chunked = choice.algorithm->id == AlgorithmId::kP2pChunked && op.peer != rank &&
                          transports.p2pChunks.localScratch != nullptr;
+    P2pOp& planned = chunked ? chunks[kernelOf(distance, kChunkDistancesPerKernel)].emplace_back(op)
+                             : packets[kernelOf(distance, kPacketDistancesPerKernel)].emplace_back(op);
+    if (chunked && op.isSend && sources && p2pOpensWithDescriptor(op.bytes, transports.direct.mappedTable))
+      planned.source = sources->describe(op);
     MSCCLPP_INFO(kTuning, "sendrecv %zu bytes %s peer %d: %s (%s)", op.bytes, op.isSend ? "to" : "from",
-                 op.peer, pathName(op, chunked, transports.direct.mappedTable), choice.source);
-    if (chunked)
-      chunks[kernelOf(distance, kChunkDistancesPerKernel)].push_back(op);
-    else
-      packets[kernelOf(distance, kPacketDistancesPerKernel)].push_back(op);
+                 op.peer, pathName(planned, chunked, transports.direct.mappedTable), choice.source);
   }
   // The chunked kernels publish no ticket: the last packet kernel publishes it when no chunked one follows.
   auto launches = [rank](const std::vector<P2pOp>& kernel) { return p2pLaunchesKernel(kernel, rank); };

@@ -13,8 +13,20 @@
 
 namespace mscclpp_nccl {
 
-// *published: `ticket` when the pass's last kernel publishes it (a packet kernel), else 0.
+// What a large send offers its receiver to pull (p2p.h): the communicator describes the buffer, and only
+// for the sends that go on chunks and open with a descriptor, so that no other buffer is exported.
+class SendSources {
+ public:
+  virtual MappedBuffer describe(const P2pOp& send) = 0;
+
+ protected:
+  ~SendSources() = default;
+};
+
+// *published: `ticket` when the pass's last kernel publishes it (a packet kernel), else 0. `sources`
+// may be null: then no send is offered, and every chunked transfer moves through the chunks.
 Status runSendRecv(const Transports& transports, const AlgorithmSelector& selector,
-                   const std::vector<P2pOp>& ops, uint64_t ticket, cudaStream_t stream, uint64_t* published);
+                   const std::vector<P2pOp>& ops, uint64_t ticket, cudaStream_t stream, SendSources* sources,
+                   uint64_t* published);
 
 }  // namespace mscclpp_nccl
