@@ -272,6 +272,7 @@ Status Communicator::createTransports(const NativeLayout& layout) {
   direct.nranks = nranks_;
   direct.calls = deviceCounters_ + counters.calls;
   direct.wait = packets.wait;
+  direct.oneGpu = topology_.ranksOnMyGpu == nranks_;
   return bindScratch(layout);
 }
 

@@ -20,7 +20,7 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
     setRankBuffers(part, r, send.bases[r] + send.offset, recv.bases[r] + recv.offset);
   BoundedWait wait(comm.wait);
   const uint64_t call = comm.calls[blockIdx.x] + 1;
-  if (!peerBarrier(comm.localFlags, comm.peerFlags, 0, me, nranks, call, wait)) return;
+  if (!arriveAtZeroCopyCall(comm, call, wait)) return;
   if (!reduceAndFinish<T, Op>(comm, args, part, call, wait)) return;
   endZeroCopyCall(comm, call);
 }

@@ -41,6 +41,7 @@ struct ZeroCopyComm {
   uint64_t* calls;                  // [block]: calls this block index has run
   const MappedRegion* mappedTable;  // [rank][kMaxMappedAllocations]: peers' allocations mapped here
   WaitControl wait;
+  bool oneGpu;  // every rank runs on this GPU: the barriers order stores at device scope
 };
 
 // Barrier flags and the mapped calls' descriptions each rank holds.

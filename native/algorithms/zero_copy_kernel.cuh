@@ -81,11 +81,23 @@ inline __device__ __noinline__ void reportMappedError(MappedCheck why, int me, i
         me, r);
 }
 
+// The barriers' scope: the device's where every rank runs on this GPU.
+__device__ __forceinline__ MemoryScope barrierScope(const ZeroCopyComm& comm) {
+  return comm.oneGpu ? MemoryScope::kDevice : MemoryScope::kSystem;
+}
+
+// The first barrier: every peer's kernel has started, so the stream work before it is done.
+__device__ __forceinline__ bool arriveAtZeroCopyCall(const ZeroCopyComm& comm, uint64_t call,
+                                                     BoundedWait& wait) {
+  return peerBarrier(comm.localFlags, comm.peerFlags, 0, comm.rank, comm.nranks, call, wait,
+                     barrierScope(comm));
+}
+
 // The second barrier: no peer touches this rank's buffers any more.
 __device__ __forceinline__ bool finishZeroCopyCall(const ZeroCopyComm& comm, uint64_t call,
                                                    BoundedWait& wait) {
   return peerBarrier(comm.localFlags, comm.peerFlags, zeroCopyFinishedAt(comm.nranks), comm.rank, comm.nranks,
-                     call, wait);
+                     call, wait, barrierScope(comm));
 }
 
 // Posts `mine` (postedCall) to every peer and arrives at call `call`'s first barrier; then reads every
@@ -104,8 +116,7 @@ __device__ __forceinline__ MappedAgreement agreeOnMappedCall(const ZeroCopyComm&
   const int me = comm.rank, nranks = comm.nranks;
   for (int peer = threadIdx.x; peer < nranks; peer += blockDim.x)
     if (peer != me) *mappedCallSlot(comm.peerFlags[peer], nranks, blockIdx.x, me) = mine;
-  if (!peerBarrier(comm.localFlags, comm.peerFlags, 0, me, nranks, call, wait))
-    return MappedAgreement::kAbandoned;
+  if (!arriveAtZeroCopyCall(comm, call, wait)) return MappedAgreement::kAbandoned;
   bool same = true, ready = true, fits = true;
   int offender = -1;  // a rank whose post failed see() on this thread
   for (int r = threadIdx.x; r < nranks; r += blockDim.x) {
