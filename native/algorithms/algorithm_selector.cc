@@ -24,9 +24,10 @@ constexpr size_t kExchangePacketMaxBytes = 512 * 1024;
 constexpr size_t kP2pPacketMaxBytes = 1 << 20;
 // Default chunked grid: one block per this many bytes of the range each rank moves per peer.
 constexpr size_t kChunkBlockBytes = 16 * 1024;
-// Zero-copy pays two barriers per call (12-14 us at 4 ranks on one H200, 7 at 2, 16-20 at 8) where
-// packets pay flags: from this size on (windows only) moving the message once wins (measured crossover
-// between 512 KB and 2 MB at 2, 4 and 8 ranks).
+// Zero-copy pays two barriers per call where packets pay flags: 12-14 us at 4 ranks on one H200, 7 at 2,
+// 16-20 at 8, at system scope (device scope, where every rank shares the GPU, takes 3-7 us off at 4
+// ranks on one H100). From this size on (windows only) moving the message once wins: the crossover
+// lay between 512 KB and 2 MB at 2, 4 and 8 ranks, measured before device scope.
 constexpr size_t kZeroCopyMinBytes = 1 << 20;
 // Zero-copy exchanges (outside windows) from this many bytes per range, with enough traffic (below):
 // smaller ranges pay the barriers for too little. At 4 ranks on one H200 the mapped kernel was level
