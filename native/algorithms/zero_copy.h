@@ -30,7 +30,7 @@ struct MappedCall {
   uint32_t collective;  // Collective
   int32_t root;         // rooted collectives' root, else 0
 };
-// Kernels read peers' posts in 64-bit words (zero_copy_kernel.cuh: loadMappedCall).
+// Kernels read peers' posts in 64-bit words (device/posted_words.cuh: loadPosted).
 static_assert(sizeof(MappedCall) % sizeof(uint64_t) == 0, "MappedCall must be whole 64-bit words");
 
 struct ZeroCopyComm {

@@ -6,27 +6,18 @@
 #pragma once
 
 #include <cstdio>
-#include <cstring>
 #include <type_traits>
 
 #include "native/algorithms/collective.h"
 #include "native/algorithms/mapped_bounds.h"
 #include "native/algorithms/zero_copy.h"
 #include "native/device/peer_barrier.cuh"
+#include "native/device/posted_words.cuh"
 
 namespace mscclpp_nccl {
 
 // kFailed: the posts failed a check (agreeOnMappedCall), the call raised an error and moves nothing.
 enum class MappedAgreement { kZeroCopy, kScratch, kAbandoned, kFailed };
-
-__device__ __forceinline__ MappedCall loadMappedCall(const MappedCall* slot) {
-  const volatile uint64_t* words = reinterpret_cast<const volatile uint64_t*>(slot);
-  uint64_t value[sizeof(MappedCall) / sizeof(uint64_t)];
-  for (size_t i = 0; i < sizeof(MappedCall) / sizeof(uint64_t); ++i) value[i] = words[i];
-  MappedCall call;
-  memcpy(&call, value, sizeof(call));
-  return call;
-}
 
 // What this rank posts for the call: how its peers find its buffers (`mine`, from the host) and the call as
 // it was made here.
@@ -121,7 +112,7 @@ __device__ __forceinline__ MappedAgreement agreeOnMappedCall(const ZeroCopyComm&
   int offender = -1;  // a rank whose post failed see() on this thread
   for (int r = threadIdx.x; r < nranks; r += blockDim.x) {
     const MappedCall theirs =
-        r == me ? mine : loadMappedCall(mappedCallSlot(comm.localFlags, nranks, blockIdx.x, r));
+        r == me ? mine : loadPosted<MappedCall>(mappedCallSlot(comm.localFlags, nranks, blockIdx.x, r));
     const MappedCheck match = compareMappedCalls(mine, theirs);
     if (match != MappedCheck::kOk) {
       same = false;

@@ -7,9 +7,9 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 #include "native/device/bounded_wait.cuh"
+#include "native/device/posted_words.cuh"
 #include "native/device/rank_order.cuh"
 #include "native/device/reduce.cuh"
 #include "native/device/semaphore.cuh"
@@ -393,13 +393,9 @@ class ChunkTransfers {
   // taken until closeDescriptor. False: gave up.
   template <typename Descriptor>
   __device__ bool receiveDescriptor(int peer, int channel, Descriptor* descriptor) {
-    static_assert(sizeof(Descriptor) % sizeof(uint64_t) == 0, "a descriptor is whole 64-bit words");
     ChunkBlock block(comm_, slots_, channel);
     if (!block.acquireRecv(OneRank{peer})) return false;
-    const volatile uint64_t* words = reinterpret_cast<const volatile uint64_t*>(block.recvSlot(peer));
-    uint64_t value[sizeof(Descriptor) / sizeof(uint64_t)];
-    for (size_t i = 0; i < sizeof(value) / sizeof(value[0]); ++i) value[i] = words[i];
-    memcpy(descriptor, value, sizeof(Descriptor));
+    *descriptor = loadPosted<Descriptor>(block.recvSlot(peer));
     return true;
   }
 
