@@ -380,6 +380,7 @@ ChunkComm Communicator::chunkComm(int blocks, size_t slotBytes, int region, uint
   chunks.blocks = blocks;
   chunks.slotBytes = slotBytes;
   chunks.wait = wait;
+  chunks.oneGpu = topology_.ranksOnMyGpu == nranks_;
   chunks.sent = counters;
   chunks.received = counters + static_cast<size_t>(blocks) * nranks_;
   if (hasScratch(region)) {

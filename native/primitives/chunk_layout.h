@@ -35,6 +35,7 @@ struct ChunkComm {
   uint64_t* sent;            // [block][peer]: chunks this rank has posted on channel (block, me -> peer)
   uint64_t* received;        // [block][peer]: chunks this rank has consumed from channel (block, peer -> me)
   WaitControl wait;
+  bool oneGpu;  // every rank runs on this GPU: the semaphores order stores at device scope
 };
 
 // How a chunked schedule splits its bytes: `blocks` channels, each moving `chunkBytes` per peer range in a

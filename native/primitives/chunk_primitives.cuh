@@ -44,7 +44,7 @@ class ChunkBlock {
       slots_.send[peer] = comm_.peerScratch[peer] + chunkSlotOffset(comm_, channel_, comm_.rank, next - 1);
       if (next > kChunkStages && ok)
         ok = semaphoreWait(chunkFreed(comm_, comm_.localScratch, channel_, peer), next - kChunkStages, wait_,
-                           peer);
+                           peer, scope());
     }
     return __syncthreads_and(ok);
   }
@@ -56,7 +56,7 @@ class ChunkBlock {
     for (int peer = threadIdx.x; peer < comm_.nranks; peer += blockDim.x) {
       if (peer == comm_.rank || !peers(peer)) continue;
       const uint64_t next = counter(comm_.sent, peer) + 1;
-      semaphoreSignal(chunkReady(comm_, comm_.peerScratch[peer], channel_, comm_.rank), next);
+      semaphoreSignal(chunkReady(comm_, comm_.peerScratch[peer], channel_, comm_.rank), next, scope());
       counter(comm_.sent, peer) = next;
     }
   }
@@ -69,7 +69,8 @@ class ChunkBlock {
       if (peer == comm_.rank || !peers(peer)) continue;
       const uint64_t next = counter(comm_.received, peer) + 1;
       slots_.recv[peer] = comm_.localScratch + chunkSlotOffset(comm_, channel_, peer, next - 1);
-      if (ok) ok = semaphoreWait(chunkReady(comm_, comm_.localScratch, channel_, peer), next, wait_, peer);
+      if (ok)
+        ok = semaphoreWait(chunkReady(comm_, comm_.localScratch, channel_, peer), next, wait_, peer, scope());
     }
     return __syncthreads_and(ok);
   }
@@ -81,7 +82,7 @@ class ChunkBlock {
     for (int peer = threadIdx.x; peer < comm_.nranks; peer += blockDim.x) {
       if (peer == comm_.rank || !peers(peer)) continue;
       const uint64_t next = counter(comm_.received, peer) + 1;
-      semaphoreSignal(chunkFreed(comm_, comm_.peerScratch[peer], channel_, comm_.rank), next);
+      semaphoreSignal(chunkFreed(comm_, comm_.peerScratch[peer], channel_, comm_.rank), next, scope());
       counter(comm_.received, peer) = next;
     }
   }
@@ -94,7 +95,7 @@ class ChunkBlock {
       if (peer == comm_.rank || !peers(peer)) continue;
       if (ok)
         ok = semaphoreWait(chunkFreed(comm_, comm_.localScratch, channel_, peer), counter(comm_.sent, peer),
-                           wait_, peer);
+                           wait_, peer, scope());
     }
     return __syncthreads_and(ok);
   }
@@ -105,6 +106,7 @@ class ChunkBlock {
   __device__ int nranks() const { return comm_.nranks; }
 
  private:
+  __device__ MemoryScope scope() const { return comm_.oneGpu ? MemoryScope::kDevice : MemoryScope::kSystem; }
   __device__ uint64_t& counter(uint64_t* counters, int peer) const {
     return counters[static_cast<size_t>(channel_) * comm_.nranks + peer];
   }
