@@ -371,9 +371,9 @@ def maps(driver: Path, comm: Comm, queries: list[str], table: str = NO_TABLE, al
 
 @pytest.mark.parametrize("table", [NO_TABLE, str(SHIPPED)])
 def test_mapped_zero_copy_from_the_thresholds_whatever_the_table(driver: Path, table: str) -> None:
-    """Outside windows: all_reduce from 1 MB and exchanges from 1 MB ranges, whatever their scratch choice
-    (the mapped kernel runs the chunked schedule itself when the ranks agree on scratch); never
-    send/recv, PreMulSum or a forced algorithm."""
+    """Outside windows: all_reduce from 1 MB and exchanges from large enough ranges and traffic (below),
+    whatever their scratch choice (the mapped kernel runs the chunked schedule itself when the ranks
+    agree on scratch); never send/recv, PreMulSum or a forced algorithm."""
     comm = COMMS[4]
     queries = ["all_reduce 2 33554432 0", "all_gather 2 33554432 0", "broadcast 4 4194304 0"]
     queries += ["reduce 4 4194304 0", "all_reduce 2 524288 0", "broadcast 4 2097151 0"]
@@ -412,7 +412,7 @@ def test_exchanges_map_over_packets_with_a_chunked_fallback(driver: Path) -> Non
 
 
 # Exchanges map their buffers from 16 MB of traffic over all ranks (a range per rank for rooted ones, a
-# range per pair of ranks for the others), and never below 1 MB ranges: (ranks, query, maps).
+# range per pair of ranks for the others), and never below 256 KB ranges: (ranks, query, maps).
 TRAFFIC_CASES = [
     (2, "reduce 2 4194304 0", False),  # 8 MB moved
     (2, "reduce 2 8388608 0", True),
@@ -424,7 +424,9 @@ TRAFFIC_CASES = [
     (4, "reduce_scatter 2 2097152 0", True),  # 4 x 4 x 2 MB
     (8, "broadcast 2 2097152 0", True),
     (8, "alltoall 2 1048576 0", True),  # 8 x 8 x 1 MB
-    (8, "alltoall 2 1048575 0", False),  # a range under 1 MB, whatever the traffic
+    (8, "reduce_scatter 2 262144 0", True),  # 8 x 8 x 256 KB
+    (8, "all_gather 2 262143 0", False),  # 16 MB moved, but a range under 256 KB
+    (8, "broadcast 2 1048576 0", False),  # a range per rank: 8 MB moved
 ]
 
 

@@ -30,11 +30,11 @@ constexpr size_t kChunkBlockBytes = 16 * 1024;
 // lay between 512 KB and 2 MB at 2, 4 and 8 ranks, measured before device scope.
 constexpr size_t kZeroCopyMinBytes = 1 << 20;
 // Zero-copy exchanges (outside windows) from this many bytes per range, with enough traffic (below):
-// smaller ranges pay the barriers for too little. At 4 ranks on one H200 the mapped kernel was level
-// with the chunked exchange at 2 MB ranges and up to 2.3x faster from 4 MB (perf/nccl_timer.cu); at 8
-// ranks the chunked alltoall of 1 MB ranges (64 MB moved) took 106 us in nccl-tests graphs where stock
-// took 85, so 1 MB ranges map where their traffic is large.
-constexpr size_t kExchangeZeroCopyMinBytes = 1 << 20;
+// smaller ranges pay the barriers for too little. With the traffic bar this binds from 8 ranks on: there
+// the chunked exchange of 256-512 KB ranges loses to the mapped one (nccl-tests graphs, 8 ranks on one
+// H100: reduce_scatter of 4 MB 78.5 against 41.3 us, alltoall 82.3 against 47.1, all_gather 53.8 against
+// 33.7); smaller ranges were not tried.
+constexpr size_t kExchangeZeroCopyMinBytes = 256 << 10;
 // ...and from this much traffic: the mapped call's fixed cost (its barriers) is paid back by the scratch
 // copies it saves, which grow with the bytes all ranks move, not with the range alone. On one H200 at
 // 2, 4 and 8 ranks the chunked exchange was faster below it (reduce at 4 ranks, 2 MB: 16.6 against 21.6
