@@ -12,10 +12,11 @@
 
 namespace mscclpp_nccl {
 
-// Pieces part t moves: those of its transfer from its index on, every t.parts-th.
+// Pieces part t moves: those of its transfer from its index on, every t.parts-th. Piece j exists while
+// j * pieceBytes < t.bytes, so one division counts them (it sits on every call's path).
 __device__ __forceinline__ size_t piecesOfPart(const P2pPart& t, size_t pieceBytes) {
-  const size_t pieces = divCeil(t.bytes, pieceBytes);
-  return pieces > t.part ? divCeil(pieces - t.part, t.parts) : 0;
+  const size_t skipped = t.part * pieceBytes;
+  return t.bytes > skipped ? divCeil(t.bytes - skipped, t.parts * pieceBytes) : 0;
 }
 
 // The rounds of every part but those for which skip(l) holds (both ends skip alike: zero-copy parts).
