@@ -29,6 +29,7 @@ P2P_PACKET_MAX_BYTES = 512 * KIB  # kP2pPacketMaxBytes
 ZERO_COPY_MIN_BYTES = MIB  # kZeroCopyMinBytes: all_reduce outside windows maps from here
 EXCHANGE_ZERO_COPY_MIN_BYTES = 256 * KIB  # kExchangeZeroCopyMinBytes
 EXCHANGE_ZERO_COPY_MIN_TRAFFIC = 16 * MIB  # kExchangeZeroCopyMinTraffic
+EXCHANGE_ZERO_COPY_MIN_TRAFFIC_MANY_RANKS = 8 * MIB  # kExchangeZeroCopyMinTrafficManyRanks (4+ ranks)
 MAX_CHUNK_RANKS = 64  # kMaxChunkRanks (native/primitives/chunk_layout.h)
 MAX_ZERO_COPY_RANKS = 64  # kMaxZeroCopyRanks (zero_copy.h)
 MAX_PACKET_RANKS = 1 << 16
@@ -107,7 +108,8 @@ def maps_buffers(collective: str, nranks: int, nbytes: int) -> bool:
         return False
     if not all_reduce:
         traffic = nbytes * nranks * (1 if collective in ROOTED else nranks)
-        if traffic < EXCHANGE_ZERO_COPY_MIN_TRAFFIC:
+        least = EXCHANGE_ZERO_COPY_MIN_TRAFFIC_MANY_RANKS if nranks >= 4 else EXCHANGE_ZERO_COPY_MIN_TRAFFIC
+        if traffic < least:
             return False
     if nranks > MAX_ZERO_COPY_RANKS:
         return False

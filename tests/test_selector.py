@@ -411,22 +411,25 @@ def test_exchanges_map_over_packets_with_a_chunked_fallback(driver: Path) -> Non
     assert all_reduce.algorithm == "allreduce_two_shot_chunked"
 
 
-# Exchanges map their buffers from 16 MB of traffic over all ranks (a range per rank for rooted ones, a
-# range per pair of ranks for the others), and never below 256 KB ranges: (ranks, query, maps).
+# Exchanges map their buffers from 16 MB of traffic over all ranks at 2 ranks, 8 MB from 4 (a range per
+# rank for rooted ones, a range per pair of ranks for the others), and never below 256 KB ranges:
+# (ranks, query, maps).
 TRAFFIC_CASES = [
     (2, "reduce 2 4194304 0", False),  # 8 MB moved
     (2, "reduce 2 8388608 0", True),
     (2, "gather 2 4194304 0", False),
     (2, "all_gather 2 2097152 0", False),  # 2 x 2 x 2 MB
     (2, "all_gather 2 4194304 0", True),
-    (4, "reduce 2 2097152 0", False),
-    (4, "scatter 2 2097152 0", False),
-    (4, "reduce_scatter 2 2097152 0", True),  # 4 x 4 x 2 MB
-    (8, "broadcast 2 2097152 0", True),
+    (4, "reduce 2 1048576 0", False),  # 4 MB moved
+    (4, "reduce 2 2097152 0", True),  # 8 MB moved
+    (4, "scatter 2 2097151 0", False),
+    (4, "alltoall 2 524288 0", True),  # 4 x 4 x 512 KB
+    (4, "all_gather 2 524287 0", False),
+    (8, "broadcast 2 1048576 0", True),  # a range per rank: 8 MB moved
+    (8, "gather 2 1048575 0", False),
     (8, "alltoall 2 1048576 0", True),  # 8 x 8 x 1 MB
     (8, "reduce_scatter 2 262144 0", True),  # 8 x 8 x 256 KB
     (8, "all_gather 2 262143 0", False),  # 16 MB moved, but a range under 256 KB
-    (8, "broadcast 2 1048576 0", False),  # a range per rank: 8 MB moved
 ]
 
 

@@ -37,10 +37,14 @@ constexpr size_t kZeroCopyMinBytes = 1 << 20;
 // 33.7); smaller ranges were not tried.
 constexpr size_t kExchangeZeroCopyMinBytes = 256 << 10;
 // ...and from this much traffic: the mapped call's fixed cost (its barriers) is paid back by the scratch
-// copies it saves, which grow with the bytes all ranks move, not with the range alone. On one H200 at
-// 2, 4 and 8 ranks the chunked exchange was faster below it (reduce at 4 ranks, 2 MB: 16.6 against 21.6
-// us in graphs), the mapped one level or faster from it (perf/nccl_timer.cu, forced either way).
+// copies it saves, which grow with the bytes all ranks move, not with the range alone. At 2 ranks the
+// chunked exchange was as fast or faster below 16 MB (nccl-tests graphs on one H100: all_gather of 2 MB
+// ranges 12.6 against 15.2 us mapped, alltoall 11.6 against 16.7). From 4 ranks a given traffic is cut
+// into smaller ranges, which chunks move less well, and 8 MB is enough (4 ranks: reduce_scatter of 512
+// KB ranges 25.7 against 18.4 us, alltoall 24.2 against 21.2, all_gather 17.5 against 16.4, reduce of 2
+// MB 24.2 against 18.8; broadcast level; 8 ranks: reduce of 1 MB 34.1 against 23.5). 3 ranks: untried.
 constexpr size_t kExchangeZeroCopyMinTraffic = 16 << 20;
+constexpr size_t kExchangeZeroCopyMinTrafficManyRanks = 8 << 20;
 // Default zero-copy grid: one block per this many bytes of the segment each rank reduces (a block
 // moves 2 x nranks times that), so that medium messages use many SMs.
 constexpr size_t kDirectBlockBytes = 4 * 1024;
@@ -209,6 +213,10 @@ size_t exchangeTraffic(Collective collective, size_t rangeBytes, int nranks) {
   return rangeBytes * nranks * (isRooted(collective) ? 1 : nranks);
 }
 
+size_t exchangeZeroCopyMinTraffic(int nranks) {
+  return nranks >= 4 ? kExchangeZeroCopyMinTrafficManyRanks : kExchangeZeroCopyMinTraffic;
+}
+
 }  // namespace
 
 bool AlgorithmSelector::mapsBuffers(Collective collective, size_t bytes, bool preMultiply) const {
@@ -216,7 +224,7 @@ bool AlgorithmSelector::mapsBuffers(Collective collective, size_t bytes, bool pr
   // PreMulSum's per-rank scalars stay on scratch; a forced algorithm is what an experiment asked for.
   if (!mapsBuffers_ || preMultiply || collective == Collective::kSendRecv ||
       bytes < (allReduce ? kZeroCopyMinBytes : kExchangeZeroCopyMinBytes) ||
-      (!allReduce && exchangeTraffic(collective, bytes, nranks_) < kExchangeZeroCopyMinTraffic) ||
+      (!allReduce && exchangeTraffic(collective, bytes, nranks_) < exchangeZeroCopyMinTraffic(nranks_)) ||
       forced_[static_cast<int>(collective)].algorithm)
     return false;
   if (nranks_ > kMaxZeroCopyRanks) return false;
