@@ -272,7 +272,7 @@ Status Communicator::createTransports(const NativeLayout& layout) {
   direct.nranks = nranks_;
   direct.calls = deviceCounters_ + counters.calls;
   direct.wait = packets.wait;
-  direct.oneGpu = topology_.ranksOnMyGpu == nranks_;
+  direct.oneGpu = topology_.oneGpu();
   return bindScratch(layout);
 }
 
@@ -380,7 +380,7 @@ ChunkComm Communicator::chunkComm(int blocks, size_t slotBytes, int region, uint
   chunks.blocks = blocks;
   chunks.slotBytes = slotBytes;
   chunks.wait = wait;
-  chunks.oneGpu = topology_.ranksOnMyGpu == nranks_;
+  chunks.oneGpu = topology_.oneGpu();
   chunks.sent = counters;
   chunks.received = counters + static_cast<size_t>(blocks) * nranks_;
   if (hasScratch(region)) {

@@ -72,23 +72,18 @@ inline __device__ __noinline__ void reportMappedError(MappedCheck why, int me, i
         me, r);
 }
 
-// The barriers' scope: the device's where every rank runs on this GPU.
-__device__ __forceinline__ MemoryScope barrierScope(const ZeroCopyComm& comm) {
-  return comm.oneGpu ? MemoryScope::kDevice : MemoryScope::kSystem;
-}
-
 // The first barrier: every peer's kernel has started, so the stream work before it is done.
 __device__ __forceinline__ bool arriveAtZeroCopyCall(const ZeroCopyComm& comm, uint64_t call,
                                                      BoundedWait& wait) {
   return peerBarrier(comm.localFlags, comm.peerFlags, 0, comm.rank, comm.nranks, call, wait,
-                     barrierScope(comm));
+                     peerScope(comm.oneGpu));
 }
 
 // The second barrier: no peer touches this rank's buffers any more.
 __device__ __forceinline__ bool finishZeroCopyCall(const ZeroCopyComm& comm, uint64_t call,
                                                    BoundedWait& wait) {
   return peerBarrier(comm.localFlags, comm.peerFlags, zeroCopyFinishedAt(comm.nranks), comm.rank, comm.nranks,
-                     call, wait, barrierScope(comm));
+                     call, wait, peerScope(comm.oneGpu));
 }
 
 // Posts `mine` (postedCall) to every peer and arrives at call `call`'s first barrier; then reads every

@@ -17,6 +17,11 @@ namespace mscclpp_nccl {
 // barrier of a mapped call at 4 ranks on one H100 (perf/mapped-call-phases-2026-12-06.csv).
 enum class MemoryScope { kSystem, kDevice };
 
+// The scope that orders stores for every peer: the device's where every rank runs on this GPU.
+__device__ __forceinline__ MemoryScope peerScope(bool oneGpu) {
+  return oneGpu ? MemoryScope::kDevice : MemoryScope::kSystem;
+}
+
 // Publishes `value` at `counter` (usually a peer's memory) after every store this thread made, or saw
 // through a barrier, before the call.
 __device__ __forceinline__ void semaphoreSignal(uint64_t* counter, uint64_t value,

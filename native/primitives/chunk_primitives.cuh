@@ -106,7 +106,7 @@ class ChunkBlock {
   __device__ int nranks() const { return comm_.nranks; }
 
  private:
-  __device__ MemoryScope scope() const { return comm_.oneGpu ? MemoryScope::kDevice : MemoryScope::kSystem; }
+  __device__ MemoryScope scope() const { return peerScope(comm_.oneGpu); }
   __device__ uint64_t& counter(uint64_t* counters, int peer) const {
     return counters[static_cast<size_t>(channel_) * comm_.nranks + peer];
   }

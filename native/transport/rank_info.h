@@ -30,6 +30,8 @@ struct Topology {
   bool singleHost = true;  // by physical host: MSCCLPP_NCCL_HOST_ID does not change it
   std::string myGpuName;   // cudaDeviceProp::name of this rank's GPU
 
+  // Whether every rank runs on this rank's GPU.
+  bool oneGpu() const { return ranksOnMyGpu == static_cast<int>(ranks.size()); }
   // How many ranks share rank `rank`'s GPU (itself included).
   int ranksOnGpuOf(int rank) const;
 
