@@ -87,6 +87,12 @@ def early_launch_blocks(comm: Comm) -> int:
     return min(EARLY_LAUNCH_MAX_BLOCKS, comm.resident_blocks // 2)
 
 
+def direct_blocks(comm: Comm) -> int:
+    """The largest zero-copy grid: every block the communicator holds, a parked kernel's included (a
+    zero-copy grid never runs beside one), at most the cap."""
+    return min(comm.resident_blocks + early_launch_blocks(comm), MAX_ZERO_COPY_BLOCKS)
+
+
 @dataclass(frozen=True)
 class Choice:
     algorithm: str
@@ -124,7 +130,7 @@ def assert_launchable(choice: Choice, comm: Comm) -> None:
     small grids launch early, and only where a parked one and a running one fit the rank's share."""
     assert choice.early == (choice.blocks <= early_launch_blocks(comm)), choice
     if choice.algorithm == ZERO_COPY:
-        assert 1 <= choice.blocks <= min(comm.resident_blocks, MAX_ZERO_COPY_BLOCKS), choice
+        assert 1 <= choice.blocks <= direct_blocks(comm), choice
         assert 32 <= choice.threads <= ZERO_COPY_THREADS and choice.threads % 32 == 0, choice
     elif choice.algorithm in CHUNKED:
         assert 1 <= choice.blocks <= comm.chunk_blocks, choice
@@ -451,7 +457,7 @@ def test_mapped_shape_serves_both_schedules(driver: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     rows = [line.split()[1:] for line in proc.stdout.splitlines()]
-    direct = min(comm.resident_blocks, 64)  # 32 MB: the whole zero-copy grid
+    direct = direct_blocks(comm)  # 32 MB: the whole zero-copy grid
     assert rows[0] == [str(direct), "512", "0"]
     assert rows[1] == [str(max(direct, 64)), "512", "0"]
     early = 4 <= early_launch_blocks(comm)
@@ -488,15 +494,19 @@ def test_mapped_flow_maps_what_peers_touch(driver: Path) -> None:
 
 
 def test_zero_copy_default_shape(driver: Path) -> None:
-    """A block per 4 KiB of the segment each rank reduces, within the co-resident grid (so every size
-    that goes zero-copy by rule gets the whole grid)."""
+    """A block per 4 KiB of the segment each rank reduces, within the running grid's share below 16 MB and
+    every block the communicator holds from there (64 of the 66 held at 2 ranks), so every size that goes
+    zero-copy by rule gets the whole grid."""
     comm = COMMS[2]
-    got = choose(driver, comm, ["all_reduce 2 1048576 1", "all_reduce 2 268435456 1"])
+    sizes = [1 << 20, (16 << 20) - 1, 16 << 20, 268435456]
+    got = choose(driver, comm, [f"all_reduce 2 {size} 1" for size in sizes])
     forced = choose(driver, comm, ["all_reduce 2 65536 1"], algo=ZERO_COPY)
-    grid = min(comm.resident_blocks, MAX_ZERO_COPY_BLOCKS)
+    assert direct_blocks(comm) == 64
     assert [(c.algorithm, c.blocks, c.threads) for c in got + forced] == [
-        (ZERO_COPY, grid, ZERO_COPY_THREADS),
-        (ZERO_COPY, grid, ZERO_COPY_THREADS),
+        (ZERO_COPY, comm.resident_blocks, ZERO_COPY_THREADS),
+        (ZERO_COPY, comm.resident_blocks, ZERO_COPY_THREADS),
+        (ZERO_COPY, 64, ZERO_COPY_THREADS),
+        (ZERO_COPY, 64, ZERO_COPY_THREADS),
         (ZERO_COPY, 8, ZERO_COPY_THREADS),
     ]
 

@@ -87,8 +87,11 @@ class AlgorithmSelector {
   int maxBlocks() const { return std::min(residentBlocks_, kMaxPacketBlocks); }
   // Chunk channels per pair of ranks: the largest grid of a chunked kernel.
   int chunkBlocks() const { return std::min(residentBlocks_, kMaxChunkBlocks); }
-  // The largest grid of a zero-copy kernel.
-  int directBlocks() const { return std::min(residentBlocks_, kMaxZeroCopyBlocks); }
+  // The largest grid of a zero-copy kernel: every block the communicator holds. Such a grid is never
+  // launched early, and never lets its successor start early, so it always runs alone and may take the
+  // blocks held for a parked kernel too (transport/block_share.h). Calls moving less keep the running
+  // grid's share (gridFor).
+  int directBlocks() const { return std::min(BlockShare::held(residentBlocks_), kMaxZeroCopyBlocks); }
   // The largest grid launched early (0: none). A kernel launched early parks on SMs while the previous
   // kernel of its stream runs; the blocks the communicator holds cover both (transport/block_share.h).
   int earlyLaunchBlocks() const { return earlyLaunch_ ? BlockShare::earlyBlocks(residentBlocks_) : 0; }
