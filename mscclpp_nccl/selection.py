@@ -25,6 +25,8 @@ MIB = 1 << 20
 ONE_SHOT_MAX_BYTES = 64 * KIB  # kOneShotMaxBytes
 TWO_SHOT_PACKET_MAX_BYTES = MIB  # kTwoShotPacketMaxBytes
 EXCHANGE_PACKET_MAX_BYTES = 512 * KIB  # kExchangePacketMaxBytes
+REDUCE_TWO_SHOT_MIN_RANKS = 8  # kReduceTwoShotMinRanks
+REDUCE_ONE_STEP_MAX_BYTES = 256 * KIB  # kReduceOneStepMaxBytes
 P2P_PACKET_MAX_BYTES = 512 * KIB  # kP2pPacketMaxBytes
 ZERO_COPY_MIN_BYTES = MIB  # kZeroCopyMinBytes: all_reduce outside windows maps from here
 EXCHANGE_ZERO_COPY_MIN_BYTES = 256 * KIB  # kExchangeZeroCopyMinBytes
@@ -72,6 +74,15 @@ REGISTRY = {
 }
 
 
+def reduce_spreads(collective: str, nranks: int, nbytes: int) -> bool:
+    """Whether a reduce takes the two-shot packet schedule by rule: the root would reduce too much alone."""
+    return (
+        collective == "reduce"
+        and nranks >= REDUCE_TWO_SHOT_MIN_RANKS
+        and REDUCE_ONE_STEP_MAX_BYTES < nbytes <= TWO_SHOT_PACKET_MAX_BYTES
+    )
+
+
 def builtin_algorithm(collective: str, nranks: int, nbytes: int) -> str:
     """The built-in rules (AlgorithmSelector::choose after the table): the algorithm for `nbytes` (an
     all-reduce's message, an exchange's range per rank, a transfer's size)."""
@@ -84,6 +95,8 @@ def builtin_algorithm(collective: str, nranks: int, nbytes: int) -> str:
             name = "allreduce_two_shot_chunked"
     elif collective == "sendrecv":
         name = "p2p_packet" if nbytes <= P2P_PACKET_MAX_BYTES else "p2p_chunked"
+    elif reduce_spreads(collective, nranks, nbytes):
+        name = "reduce_two_shot_packet"
     else:
         name = "exchange_packet" if nbytes <= EXCHANGE_PACKET_MAX_BYTES else "exchange_chunked"
     if not REGISTRY[name].accepts(collective, nranks):
