@@ -4,12 +4,14 @@
 // map it in the background, so that large collectives on it go zero-copy from their first call
 // (native/transport/mapped_allocations.h); deregistering makes every peer close its mapping. Windows are
 // collective: registering one maps every peer's (native/transport/symmetric_window.h), and with
-// NCCL_WIN_COLL_SYMMETRIC, collectives whose buffers lie in windows go zero-copy.
+// NCCL_WIN_COLL_SYMMETRIC, collectives whose buffers lie in windows go zero-copy. ncclMemAlloc memory of
+// 1 MB or more is exported by every communicator on its device as it is allocated, without registration.
 #include <cuda_runtime.h>
 
 #include <memory>
 
 #include "native/transport/device_memory.h"
+#include "native/transport/mapped_allocations.h"
 #include "shim/arg_checks.h"
 #include "shim/comm_handle.h"
 #include "shim/group.h"
@@ -51,7 +53,10 @@ NCCL_API(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size), ptr, size) {
   if (ptr == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclMemAlloc: ptr is NULL"));
   *ptr = nullptr;
   if (size == 0) return ncclSuccess;
-  return toNccl(mscclpp_nccl::allocateShareable(size, ptr));
+  NCCL_TRY(toNccl(mscclpp_nccl::allocateShareable(size, ptr)));
+  // Memory allocated for NCCL is shared with the peers now, not at its first large call.
+  mscclpp_nccl::MappedAllocations::offerToAll(*ptr, size);
+  return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclMemFree, (void* ptr), ptr) {

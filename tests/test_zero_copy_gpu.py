@@ -64,6 +64,16 @@ def test_registered_buffers_are_zero_copy_from_the_first_call() -> None:
 
 
 @pytest.mark.gpu
+def test_mem_alloc_buffers_are_zero_copy_from_the_first_call() -> None:
+    output = run_ranks(4, WORKER, "offered", env=LOG)
+    assert_all_passed(output, ["offered"], 4)
+    ready, waiting = mapped_calls(output)
+    assert (ready, waiting) == (6 * 4, 0), (
+        f"{ready} ready, {waiting} not: ncclMemAlloc memory was not offered"
+    )
+
+
+@pytest.mark.gpu
 def test_freed_memory_returns_to_the_driver() -> None:
     output = run_ranks(4, WORKER, "memory_returns")
     assert_all_passed(output, ["memory_returns"], 4)

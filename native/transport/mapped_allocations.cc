@@ -45,6 +45,20 @@ constexpr double kServePollSeconds = 0.1;
 constexpr double kFreedCheckSeconds = 0.25;
 // How long a peer may take to hand over a descriptor it offered (its server is a thread of its own).
 constexpr double kFetchSeconds = 10.0;
+// ncclMemAlloc memory smaller than this waits for its first mapped call (calls map buffers of 256 KB and
+// up; small allocations would only crowd the peers' tables).
+constexpr size_t kOfferMinBytes = 1 << 20;
+
+// The communicators of this process that map buffers, for ncclMemAlloc's offers. An offer runs under the
+// lock, and a communicator leaves the list before its helper stops, so none is offered to as it goes.
+struct LiveMappings {
+  std::mutex mu;
+  std::vector<MappedAllocations*> all;
+};
+LiveMappings& liveMappings() {
+  static LiveMappings* live = new LiveMappings();  // never destroyed: used at exit
+  return *live;
+}
 
 // Lets this thread make the CUDA calls that stream capture in global mode forbids (mapping memory,
 // copying to a stream that is not captured); they touch no captured stream. Restores the mode after.
@@ -134,11 +148,41 @@ Status MappedAllocations::create(Bootstrap& bootstrap, const Topology& topology,
   MSCCLPP_CUDA_TRY(cudaHostAlloc(&self->hostStaging_, sizeof(MappedRegion), cudaHostAllocPortable));
   MappedAllocations* raw = self.get();
   MSCCLPP_TRY(startThread(&self->helper_, [raw] { raw->serve(); }, "zero-copy mappings"));
+  {
+    std::lock_guard<std::mutex> lock(liveMappings().mu);
+    liveMappings().all.push_back(raw);
+  }
   *out = std::move(self);
   return Status::kSuccess;
 }
 
+void MappedAllocations::offerToAll(const void* ptr, size_t bytes) {
+  int device = -1;
+  if (ptr == nullptr || bytes < kOfferMinBytes) return;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return;
+  }
+  std::lock_guard<std::mutex> lock(liveMappings().mu);
+  for (MappedAllocations* mappings : liveMappings().all)
+    if (mappings->device_ == device) mappings->offer(ptr, bytes);
+}
+
+void MappedAllocations::offer(const void* ptr, size_t bytes) {
+  AllocationKey key;
+  const char* why = nullptr;
+  if (!identify(ptr, bytes, &key, &why)) return;  // its first call says why, once
+  std::unique_lock<std::mutex> lock(mu_);
+  uint16_t index = 0;
+  if (!stopping_) use(key, 0, RegistryUse::kCall, &lock, &index);  // call 0: the first to go for room
+}
+
 void MappedAllocations::stop() {
+  {
+    std::lock_guard<std::mutex> lock(liveMappings().mu);
+    auto& all = liveMappings().all;
+    all.erase(std::remove(all.begin(), all.end(), this), all.end());
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;

@@ -67,6 +67,10 @@ class MappedAllocations {
   // ncclCommDeregister: the allocation is no longer held for the registration, and unless a graph holds
   // it, it is retired (every peer closes its mapping) once this rank's queued calls are done.
   void unregisterBuffer(const void* ptr);
+  // ncclMemAlloc: memory allocated for NCCL's use is exported by every communicator of this process on the
+  // current device at once, as its first call would export it (never held: the least recently used index
+  // when room is needed), so that the peers have mapped it before the first large call on it.
+  static void offerToAll(const void* ptr, size_t bytes);
   // After an eager call's kernels that used described buffers, on their stream: retiring an allocation
   // for room waits for them, so no queued kernel reaches a peer's slot after it changes.
   void markUsed(cudaStream_t stream);
@@ -85,6 +89,7 @@ class MappedAllocations {
   MappedAllocations(Bootstrap& bootstrap, const Topology& topology, int device);
   // The allocation that holds [ptr, ptr + bytes) and how peers can map it; false (and why) if none can.
   bool identify(const void* ptr, size_t bytes, AllocationKey* key, const char** why) const;
+  void offer(const void* ptr, size_t bytes);
   // Registers the allocation of `key` for `call` and exports it if new; the events go to the peers.
   bool use(const AllocationKey& key, uint64_t call, RegistryUse how, std::unique_lock<std::mutex>* lock,
            uint16_t* index);

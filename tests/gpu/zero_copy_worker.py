@@ -261,9 +261,23 @@ def scenario_cumem(r: Rank) -> None:
     print("PASS cumem: ncclMemAlloc buffers, 8 all-reduces, 20 graph replays, 5 exchanges x 4")
 
 
+def calls_once_mapped(r: Rank, send_ptr: int, recv_ptr: int, label: str) -> None:
+    """Waits for the peers to map what they were sent in the background, then 6 all-reduces from
+    `send_ptr` into `recv_ptr`, each checked (the pytest side checks that all went zero-copy)."""
+    barrier(r)
+    time.sleep(1.0)
+    barrier(r)
+    send, recv = raw_array(send_ptr, COUNT, r), raw_array(recv_ptr, COUNT, r)
+    for call in range(6):
+        send.set(pattern(COUNT, r.rank).astype(np.float32) + call, stream=r.stream)
+        r.all_reduce_raw(send, recv, COUNT, "float32", 0)
+        r.stream.synchronize()
+        check(recv, expect_sum(COUNT, r.size, call), f"{label} call {call}")
+
+
 def scenario_registered(r: Rank) -> None:
     """ncclCommRegister'd ncclMemAlloc buffers: peers map them at registration, so every call on them is
-    zero-copy from the first (the pytest side checks the log); deregistering releases the mappings."""
+    zero-copy from the first; deregistering releases the mappings."""
     nbytes = COUNT * 4
     send_ptr, recv_ptr = mem_alloc(r, nbytes), mem_alloc(r, nbytes)
     handles = []
@@ -271,21 +285,25 @@ def scenario_registered(r: Rank) -> None:
         handle = ffi.new("void**")
         r.nccl.check(r.nccl.lib.ncclCommRegister(r.comm.handle, ffi.cast("void*", pointer), nbytes, handle))
         handles.append(handle[0])
-    barrier(r)
-    time.sleep(1.0)  # the peers map in the background
-    barrier(r)
-    send, recv = raw_array(send_ptr, COUNT, r), raw_array(recv_ptr, COUNT, r)
-    for call in range(6):
-        send.set(pattern(COUNT, r.rank).astype(np.float32) + call, stream=r.stream)
-        r.all_reduce_raw(send, recv, COUNT, "float32", 0)
-        r.stream.synchronize()
-        check(recv, expect_sum(COUNT, r.size, call), f"registered call {call}")
+    calls_once_mapped(r, send_ptr, recv_ptr, "registered")
     for handle in handles:
         r.nccl.check(r.nccl.lib.ncclCommDeregister(r.comm.handle, handle))
     barrier(r)
     mem_free(r, send_ptr)
     mem_free(r, recv_ptr)
     print("PASS registered: 2 registered buffers, 6 all-reduces, deregistered")
+
+
+def scenario_offered(r: Rank) -> None:
+    """ncclMemAlloc buffers, not registered: the communicator exports them as they are allocated, so every
+    call on them is zero-copy from the first."""
+    nbytes = COUNT * 4
+    send_ptr, recv_ptr = mem_alloc(r, nbytes), mem_alloc(r, nbytes)
+    calls_once_mapped(r, send_ptr, recv_ptr, "offered")
+    barrier(r)
+    mem_free(r, send_ptr)
+    mem_free(r, recv_ptr)
+    print("PASS offered: 2 ncclMemAlloc buffers, 6 all-reduces")
 
 
 def scenario_memory_returns(r: Rank) -> None:
@@ -421,6 +439,7 @@ SCENARIOS = {
     "exchanges": scenario_exchanges,
     "cumem": scenario_cumem,
     "registered": scenario_registered,
+    "offered": scenario_offered,
     "memory_returns": scenario_memory_returns,
     "sendrecv": scenario_sendrecv,
 }
