@@ -27,7 +27,9 @@ __device__ __forceinline__ void reduceRanges(const char* const* sources, const i
       });
 }
 
-// Stores `bytes` bytes of `source` into every rank's destination, own first, then the peers in turn.
+// Stores `bytes` bytes of `source` into every rank's destination, own first, then the peers in turn; not
+// into the source itself (in place: the root's range of a broadcast, a rank's own of an all_gather),
+// which would cost a write per byte for nothing.
 template <typename T, bool kAligned>
 __device__ __forceinline__ void pushRange(const char* source, int sourceAlignment, char* const* destinations,
                                           const int* destinationAlignment, size_t bytes, int me, int nranks) {
@@ -36,6 +38,7 @@ __device__ __forceinline__ void pushRange(const char* source, int sourceAlignmen
                  [&](size_t i, Unit unit) {
                    for (int k = 0; k < nranks; ++k) {
                      const int r = (me + k) % nranks;
+                     if (destinations[r] == source) continue;
                      storeUnit<T>(destinations[r], i, bytes, kAligned ? 16 : destinationAlignment[r], unit);
                    }
                  });
@@ -134,8 +137,9 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
     for (int k = 0; k < nranks; ++k) {
       const int r = (me + k) % nranks;  // own range first, then the peers in turn
       if (!receivesFrom(r) || (r == me && !peerSetHas(args.sendTo, me, args.root))) continue;
-      copyChunk<T>(userChunk(dst + r * args.dstStride + first, n), userChunk(sources[r], n), n, false,
-                   typename ElementTraits<T>::Acc(1));
+      char* to = dst + r * args.dstStride + first;
+      if (to == sources[r]) continue;  // in place: the range is where it belongs
+      copyChunk<T>(userChunk(to, n), userChunk(sources[r], n), n, false, typename ElementTraits<T>::Acc(1));
     }
   }
   finishZeroCopyCall(comm, call, wait);
