@@ -7,7 +7,8 @@ DIR holds `{ours,stock}_BINARY_N_MODE.txt` (nccl-tests output). For each binary,
 prints the ratio stock time / ours per size (the smaller of out-of-place and in-place on each side), the
 geometric mean over 8 B-32 MB, the slowest ratio, and ours as a share of the memory-traffic floor from
 32 MB (every byte that must be read or written once, at the device-to-device copy rate measured on the GPU
-that --gpu names: 3.0 TB/s on an H100, 4.3 TB/s on an H200). With --against before, an earlier
+that --gpu names: 3.0 TB/s on an H100, 4.3 TB/s on an H200); then, per rank count and mode, the geometric
+mean over every binary's sizes from 8 B to 32 MB. With --against before, an earlier
 build of ours (`before_*.txt`) takes stock's place, and --stock should name it. With --csv it writes
 every row, with the harness, command, both libraries, GPU and date on each.
 
@@ -225,6 +226,7 @@ def main() -> int:
     rows = []
     date = datetime.date.today().isoformat()
     rate = copy_rate(args.gpu)
+    every: dict[tuple[int, str], list[float]] = {}  # (ranks, mode): every binary's ratios, 8 B-32 MB
     for (binary, n, mode), libs in sorted(runs.items()):
         ours, stock = libs.get("ours", {}), libs.get(args.against, {})
         sizes = sorted(s for s in ours if s in stock and s > 0 and ours[s] > 0 and stock[s] > 0)
@@ -233,6 +235,7 @@ def main() -> int:
             continue
         ratios = {s: stock[s] / ours[s] for s in sizes}
         small = [ratios[s] for s in sizes if s <= 32 * MB]
+        every.setdefault((n, mode), []).extend(small)
         floor = [traffic_bytes(binary, s, n) / rate * 1e6 / ours[s] for s in sizes if s >= 32 * MB]
         slowest = min(sizes, key=lambda s: ratios[s])
         print(
@@ -258,6 +261,12 @@ def main() -> int:
                     stock[s],
                 ]
             )
+    for (n, mode), small in sorted(every.items()):
+        binaries = sum(1 for _, m, md in runs if (m, md) == (n, mode))
+        mean = geomean(small)
+        print(
+            f"all {binaries} binaries  {n} {mode:9s}: geomean(8B-32MB) {mean:5.2f}x over {len(small)} sizes"
+        )
     if args.csv:
         with args.csv.open("w", newline="") as f:
             writer = csv.writer(f)

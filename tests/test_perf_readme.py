@@ -204,3 +204,23 @@ def test_floor_share_uses_the_gpus_copy_rate(tmp_path: Path, capsys: pytest.Capt
         assert f"floor from 32MB {share:4.0%}-{share:4.0%}" in capsys.readouterr().out
     with pytest.raises(ValueError, match="no single copy rate"):
         table.copy_rate("1x A100")
+
+
+def test_geomean_over_every_binary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The line per rank count and mode is the geometric mean of every binary's ratio at every size up to
+    32 MB (the measure the 4-rank targets name), not a mean of the binaries' means."""
+
+    def output(times: dict[int, float]) -> str:
+        return "".join(f"{s} {s // 2} bfloat16 sum -1 {t} 1 1 0 {t} 1 1 0\n" for s, t in times.items())
+
+    (tmp_path / "ours_all_reduce_4_graph.txt").write_text(output({8: 1.0, 64 * MB: 100.0}))
+    (tmp_path / "stock_all_reduce_4_graph.txt").write_text(output({8: 4.0, 64 * MB: 100.0}))
+    (tmp_path / "ours_reduce_4_graph.txt").write_text(output({8: 2.0, 1024: 1.0}))
+    (tmp_path / "stock_reduce_4_graph.txt").write_text(output({8: 2.0, 1024: 2.0}))
+    sys.argv = ["nccl_tests_table.py", str(tmp_path), "--gpu", "1x H100 under MPS"]
+    assert table.main() == 0
+    expected = (4.0 * 1.0 * 2.0) ** (1 / 3)  # 64 MB lies outside the mean
+    assert (
+        f"all 2 binaries  4 graph    : geomean(8B-32MB) {expected:5.2f}x over 3 sizes"
+        in capsys.readouterr().out
+    )
