@@ -169,12 +169,17 @@ void MappedAllocations::offerToAll(const void* ptr, size_t bytes) {
 }
 
 void MappedAllocations::offer(const void* ptr, size_t bytes) {
+  // The caller may be capturing a graph in global mode: these driver calls touch none of its streams.
+  RelaxedCapture relaxed;
   AllocationKey key;
   const char* why = nullptr;
   if (!identify(ptr, bytes, &key, &why)) return;  // its first call says why, once
   std::unique_lock<std::mutex> lock(mu_);
+  // Never retires another allocation for room: that waits for this rank's latest mapped call, which
+  // ncclMemAlloc must not (its first call exports it instead).
+  if (stopping_ || registry_.wouldEvict(key)) return;
   uint16_t index = 0;
-  if (!stopping_) use(key, 0, RegistryUse::kCall, &lock, &index);  // call 0: the first to go for room
+  use(key, 0, RegistryUse::kCall, &lock, &index);  // call 0: the first to go for room later
 }
 
 void MappedAllocations::stop() {
