@@ -186,6 +186,7 @@ Status Communicator::agreeOnLayout(CommRole role, NativeLayout* layout) {
     uint64_t tuning;
     uint64_t mapsBuffers;  // MSCCLPP_NCCL_ZERO_COPY: every rank must launch the same kernels
     uint64_t grid;
+    uint64_t parkedBlocksHeld;  // MSCCLPP_NCCL_EARLY_LAUNCH: zero-copy grids take those blocks too
   };
   std::vector<Agreement> agreements(nranks_);
   agreements[rank_].grid = static_cast<uint64_t>(proposedGrid);
@@ -196,16 +197,17 @@ Status Communicator::agreeOnLayout(CommRole role, NativeLayout* layout) {
   selector_.init(topology_.myGpuName, nranks_, maxRanksPerGpu, blocks_->grid());
   layout->chunkBlocks = selector_.chunkBlocks();
   agreements.assign(nranks_, Agreement{});
-  agreements[rank_] = {slotPacketsFor(nranks_), chunkSlotBytesFor(layout->chunkBlocks, nranks_),
-                       selector_.fingerprint(), envInt("MSCCLPP_NCCL_ZERO_COPY", 1) != 0 ? 1u : 0u,
-                       static_cast<uint64_t>(grid)};
+  agreements[rank_] = {slotPacketsFor(nranks_),     chunkSlotBytesFor(layout->chunkBlocks, nranks_),
+                       selector_.fingerprint(),     envInt("MSCCLPP_NCCL_ZERO_COPY", 1) != 0 ? 1u : 0u,
+                       static_cast<uint64_t>(grid), BlockShare::held(grid) > grid ? 1u : 0u};
   MSCCLPP_TRY(bootstrap_->allGather(agreements.data(), sizeof(Agreement)));
   layout->slotPackets = agreements[0].slotPackets;
   layout->chunkSlotBytes = agreements[0].chunkSlotBytes;
   layout->mapsBuffers = nranks_ > 1 && nranks_ <= kMaxZeroCopyRanks;
-  bool sameTuning = true;
+  bool sameTuning = true, parkedBlocksHeld = true;
   for (const Agreement& a : agreements) {
     layout->mapsBuffers = layout->mapsBuffers && a.mapsBuffers != 0;
+    parkedBlocksHeld = parkedBlocksHeld && a.parkedBlocksHeld != 0;
     layout->slotPackets = std::min<size_t>(layout->slotPackets, a.slotPackets);
     layout->chunkSlotBytes = std::min<size_t>(layout->chunkSlotBytes, a.chunkSlotBytes);
     sameTuning = sameTuning && a.tuning == agreements[0].tuning;
@@ -216,6 +218,7 @@ Status Communicator::agreeOnLayout(CommRole role, NativeLayout* layout) {
   }
   selector_.setSlotPackets(layout->slotPackets);
   selector_.setChunkSlotBytes(layout->chunkSlotBytes);
+  selector_.setParkedBlocksHeld(parkedBlocksHeld);
   // Early launch needs sm_90; it changes no protocol, so ranks need not agree on it.
   int computeMajor = 0;
   MSCCLPP_CUDA_TRY(cudaDeviceGetAttribute(&computeMajor, cudaDevAttrComputeCapabilityMajor, device_));

@@ -119,6 +119,7 @@ int main(int argc, char** argv) {
   selector.setChunkSlotBytes(strtoull(argv[5], nullptr, 10));
   selector.setSlotPackets(strtoull(argv[6], nullptr, 10));
   selector.setEarlyLaunch(true);
+  selector.setParkedBlocksHeld(true);
   selector.setMapsBuffers(true);
   const int nranks = atoi(argv[2]);
   for (std::string line; std::getline(std::cin, line);) {
@@ -153,6 +154,13 @@ int main(int argc, char** argv) {
     }
     size_t elementBytes = 0, bytes = 0;
     mscclpp_nccl::Collective collective;
+    if (line.rfind("parked ", 0) == 0) {
+      int held = 1;
+      words >> name >> held;
+      selector.setParkedBlocksHeld(held != 0);
+      printf("parked 0 0 0 set 0\n");
+      continue;
+    }
     if (line.rfind("grid ", 0) == 0) {
       int blocks = 1;
       words >> name >> blocks;

@@ -533,6 +533,14 @@ def test_zero_copy_default_shape(driver: Path) -> None:
     ]
 
 
+def test_zero_copy_grid_takes_parked_blocks_only_where_every_rank_holds_them(driver: Path) -> None:
+    """Zero-copy grids must match on every rank: where some rank holds no blocks for a parked kernel
+    (MSCCLPP_NCCL_EARLY_LAUNCH=0 there; agreed at init), every rank's grid keeps the running share."""
+    comm = COMMS[4]
+    got = choose(driver, comm, ["all_reduce 2 268435456 1", "parked 0", "all_reduce 2 268435456 1"])
+    assert (got[0].blocks, got[2].blocks) == (direct_blocks(comm), comm.resident_blocks) == (33, 22)
+
+
 def send_recv_plan(
     driver: Path,
     comm: Comm,

@@ -87,11 +87,17 @@ class AlgorithmSelector {
   int maxBlocks() const { return std::min(residentBlocks_, kMaxPacketBlocks); }
   // Chunk channels per pair of ranks: the largest grid of a chunked kernel.
   int chunkBlocks() const { return std::min(residentBlocks_, kMaxChunkBlocks); }
+  // Whether every rank holds blocks for a parked kernel beside its grid (MSCCLPP_NCCL_EARLY_LAUNCH is not
+  // 0 anywhere; agreed at init, since zero-copy grids take them and must match on every rank).
+  void setParkedBlocksHeld(bool held) { parkedBlocksHeld_ = held; }
   // The largest grid of a zero-copy kernel: every block the communicator holds. Such a grid is never
   // launched early, and never lets its successor start early, so it always runs alone and may take the
   // blocks held for a parked kernel too (transport/block_share.h). Calls moving less keep the running
   // grid's share (gridFor).
-  int directBlocks() const { return std::min(BlockShare::held(residentBlocks_), kMaxZeroCopyBlocks); }
+  int directBlocks() const {
+    return std::min(parkedBlocksHeld_ ? BlockShare::held(residentBlocks_) : residentBlocks_,
+                    kMaxZeroCopyBlocks);
+  }
   // The largest grid launched early (0: none). A kernel launched early parks on SMs while the previous
   // kernel of its stream runs; the blocks the communicator holds cover both (transport/block_share.h).
   int earlyLaunchBlocks() const { return earlyLaunch_ ? BlockShare::earlyBlocks(residentBlocks_) : 0; }
@@ -104,6 +110,7 @@ class AlgorithmSelector {
   int nranks_ = 1;
   int residentBlocks_ = 1;
   bool earlyLaunch_ = false;
+  bool parkedBlocksHeld_ = false;
   bool mapsBuffers_ = false;
   size_t slotPackets_ = 1;
   size_t chunkSlotBytes_ = 0;
