@@ -44,6 +44,20 @@ __device__ __forceinline__ void pushRange(const char* source, int sourceAlignmen
                  });
 }
 
+// Copies `bytes` bytes of sources[r] into `destination` + r x `stride` for every rank r that `pulled`
+// names, own range first, then the peers in turn; not where they are the same bytes (in place).
+template <typename T, typename Pulled>
+__device__ __forceinline__ void pullRanges(const char* const* sources, char* destination, size_t stride,
+                                           size_t bytes, int me, int nranks, Pulled pulled) {
+  for (int k = 0; k < nranks; ++k) {
+    const int r = (me + k) % nranks;
+    char* to = destination + r * stride;
+    if (!pulled(r) || to == sources[r]) continue;
+    copyChunk<T>(userChunk(to, bytes), userChunk(sources[r], bytes), bytes, false,
+                 typename ElementTraits<T>::Acc(1));
+  }
+}
+
 // The chunked schedule as a call rather than inlined, so that it does not push the zero-copy path's
 // registers to spill (as in allreduce_mapped.cu).
 template <typename T, typename Op, bool kReduce>
@@ -134,13 +148,9 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
                                               destinationAlignment, n, me, nranks);
     });
   } else if (!kReduce) {
-    for (int k = 0; k < nranks; ++k) {
-      const int r = (me + k) % nranks;  // own range first, then the peers in turn
-      if (!receivesFrom(r) || (r == me && !peerSetHas(args.sendTo, me, args.root))) continue;
-      char* to = dst + r * args.dstStride + first;
-      if (to == sources[r]) continue;  // in place: the range is where it belongs
-      copyChunk<T>(userChunk(to, n), userChunk(sources[r], n), n, false, typename ElementTraits<T>::Acc(1));
-    }
+    pullRanges<T>(sources, dst + first, args.dstStride, n, me, nranks, [&](int r) {
+      return receivesFrom(r) && (r != me || peerSetHas(args.sendTo, me, args.root));
+    });
   }
   finishZeroCopyCall(comm, call, wait);
 }
