@@ -163,17 +163,17 @@ void MappedAllocations::offerToAll(const void* ptr, size_t bytes) {
     cudaGetLastError();
     return;
   }
-  std::lock_guard<std::mutex> lock(liveMappings().mu);
-  for (MappedAllocations* mappings : liveMappings().all)
-    if (mappings->device_ == device) mappings->offer(ptr, bytes);
-}
-
-void MappedAllocations::offer(const void* ptr, size_t bytes) {
   // The caller may be capturing a graph in global mode: these driver calls touch none of its streams.
   RelaxedCapture relaxed;
   AllocationKey key;
   const char* why = nullptr;
   if (!identify(ptr, bytes, &key, &why)) return;  // its first call says why, once
+  std::lock_guard<std::mutex> lock(liveMappings().mu);
+  for (MappedAllocations* mappings : liveMappings().all)
+    if (mappings->device_ == device) mappings->offer(key);
+}
+
+void MappedAllocations::offer(const AllocationKey& key) {
   std::unique_lock<std::mutex> lock(mu_);
   // Never retires another allocation for room: that waits for this rank's latest mapped call, which
   // ncclMemAlloc must not (its first call exports it instead).
@@ -223,7 +223,7 @@ void MappedAllocations::noteUnshared(const char* why) {
   MSCCLPP_INFO(kColl, "rank %d: a buffer stays on scratch (no zero-copy): %s", rank_, why);
 }
 
-bool MappedAllocations::identify(const void* ptr, size_t bytes, AllocationKey* key, const char** why) const {
+bool MappedAllocations::identify(const void* ptr, size_t bytes, AllocationKey* key, const char** why) {
   const CudaDriver* driver = cudaDriverOrNull();
   if (!driver || !driver->cuPointerGetAttributes) {
     *why = "the CUDA driver cannot describe it";

@@ -88,8 +88,9 @@ class MappedAllocations {
   };
   MappedAllocations(Bootstrap& bootstrap, const Topology& topology, int device);
   // The allocation that holds [ptr, ptr + bytes) and how peers can map it; false (and why) if none can.
-  bool identify(const void* ptr, size_t bytes, AllocationKey* key, const char** why) const;
-  void offer(const void* ptr, size_t bytes);
+  static bool identify(const void* ptr, size_t bytes, AllocationKey* key, const char** why);
+  // offerToAll's export of the allocation `key` names, for this communicator.
+  void offer(const AllocationKey& key);
   // Registers the allocation of `key` for `call` and exports it if new; the events go to the peers.
   bool use(const AllocationKey& key, uint64_t call, RegistryUse how, std::unique_lock<std::mutex>* lock,
            uint16_t* index);
