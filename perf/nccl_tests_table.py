@@ -226,7 +226,7 @@ def main() -> int:
     rows = []
     date = datetime.date.today().isoformat()
     rate = copy_rate(args.gpu)
-    every: dict[tuple[int, str], list[float]] = {}  # (ranks, mode): every binary's ratios, 8 B-32 MB
+    every: dict[tuple[int, str], list[list[float]]] = {}  # (ranks, mode): each binary's ratios, 8 B-32 MB
     for (binary, n, mode), libs in sorted(runs.items()):
         ours, stock = libs.get("ours", {}), libs.get(args.against, {})
         sizes = sorted(s for s in ours if s in stock and s > 0 and ours[s] > 0 and stock[s] > 0)
@@ -235,7 +235,7 @@ def main() -> int:
             continue
         ratios = {s: stock[s] / ours[s] for s in sizes}
         small = [ratios[s] for s in sizes if s <= 32 * MB]
-        every.setdefault((n, mode), []).extend(small)
+        every.setdefault((n, mode), []).append(small)
         floor = [traffic_bytes(binary, s, n) / rate * 1e6 / ours[s] for s in sizes if s >= 32 * MB]
         slowest = min(sizes, key=lambda s: ratios[s])
         print(
@@ -261,12 +261,10 @@ def main() -> int:
                     stock[s],
                 ]
             )
-    for (n, mode), small in sorted(every.items()):
-        binaries = sum(1 for _, m, md in runs if (m, md) == (n, mode))
-        mean = geomean(small)
-        print(
-            f"all {binaries} binaries  {n} {mode:9s}: geomean(8B-32MB) {mean:5.2f}x over {len(small)} sizes"
-        )
+    for (n, mode), binaries in sorted(every.items()):
+        small = [ratio for ratios in binaries for ratio in ratios]
+        count, mean = len(binaries), geomean(small)
+        print(f"all {count} binaries  {n} {mode:9s}: geomean(8B-32MB) {mean:5.2f}x over {len(small)} sizes")
     if args.csv:
         with args.csv.open("w", newline="") as f:
             writer = csv.writer(f)
