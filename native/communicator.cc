@@ -487,12 +487,12 @@ void Communicator::registerBuffer(const void* buffer, size_t bytes) {
   if (mapped_ && bytes > 0) mapped_->registerBuffer(buffer, bytes);
 }
 
-void Communicator::unregisterBuffer(const void* buffer) {
+void Communicator::unregisterBuffer(const void* buffer, size_t bytes) {
   if (routed_) {
-    if (intra_) intra_->unregisterBuffer(buffer);
+    if (intra_) intra_->unregisterBuffer(buffer, bytes);
     return;
   }
-  if (mapped_) mapped_->unregisterBuffer(buffer);
+  if (mapped_) mapped_->unregisterBuffer(buffer, bytes);
 }
 
 Status Communicator::registerWindow(void* buffer, size_t bytes, bool symmetric, SymmetricWindow** out) {

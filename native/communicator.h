@@ -88,7 +88,7 @@ class Communicator final : public CollectiveComm {
   // peers now, so that collectives on it go zero-copy from their first call, and is held until
   // unregistered, when every peer closes its mapping. Buffers that cannot be shared stay a hint.
   void registerBuffer(const void* buffer, size_t bytes);
-  void unregisterBuffer(const void* buffer);
+  void unregisterBuffer(const void* buffer, size_t bytes);
 
   // Brackets one call's work (a collective, or a whole group's) so that it runs after this
   // communicator's previous call and before its next one, whatever streams they use: the work is

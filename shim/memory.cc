@@ -90,7 +90,7 @@ NCCL_API(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void* handle)
     return toNccl(fail(Status::kInvalidUsage, "ncclCommDeregister: not a registration of this comm"));
   registration->magic = 0;
   withImpl(comm, "ncclCommDeregister: comm was aborted", [&](mscclpp_nccl::Communicator& impl) {
-    impl.unregisterBuffer(registration->buffer);
+    impl.unregisterBuffer(registration->buffer, registration->size);
     return Status::kSuccess;
   });
   delete registration;

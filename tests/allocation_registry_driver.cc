@@ -1,6 +1,7 @@
 // Drives native/transport/allocation_registry.cc on the CPU for tests/test_allocation_registry.py.
 // Arguments: CAPACITY; then on stdin one command per line:
-//   "ID BASE BYTES [HOW]"  a use (HOW 0: a call, 1: a captured call, 2: a registration);
+//   "ID BASE BYTES [HOW [PIECES]]"  a use (HOW 0: a call, 1: a captured call, 2: a registration) of a
+//                          single allocation, or of a run of PIECES equal pieces (ids ID+1...);
 //   "u ID"                 ends the registration of ID;  "f ID": forgets ID (its memory was freed).
 // Prints for each use "index I gen G" (or "full"), for the others "done", each followed by the events it
 // produced ("export I G ID" / "retire I G ID"); then "size N".
@@ -38,9 +39,12 @@ int main(int argc, char** argv) {
       printEvents(events);
       continue;
     }
-    int how = 0;
-    if (sscanf(line, "%" SCNu64 " %" SCNu64 " %" SCNu64 " %d", &id, &base, &bytes, &how) < 3) break;
-    const mscclpp_nccl::AllocationKey key{id, static_cast<uintptr_t>(base), bytes, 0};
+    int how = 0, pieces = 0;
+    if (sscanf(line, "%" SCNu64 " %" SCNu64 " %" SCNu64 " %d %d", &id, &base, &bytes, &how, &pieces) < 3)
+      break;
+    mscclpp_nccl::AllocationKey key{id, static_cast<uintptr_t>(base), bytes, 0, {}};
+    for (int piece = 0; pieces > 1 && piece < pieces; ++piece)
+      key.pieces.push_back({id + 1 + piece, bytes / pieces});
     const uint16_t index = registry.use(key, ++call, static_cast<mscclpp_nccl::RegistryUse>(how), &events);
     if (index == mscclpp_nccl::AllocationRegistry::kNoIndex) {
       printf("full%s\n", events.empty() ? "" : " with events");

@@ -51,6 +51,34 @@ def test_a_new_allocation_over_part_of_old_ones_retires_each(driver: Path) -> No
     assert lines[-1] == "size 2"
 
 
+def test_runs_that_share_pieces_live_side_by_side(driver: Path) -> None:
+    # Two tensors crossing the same boundary of an expandable segment: runs 100 (pieces at base and base +
+    # MB) and 200 (from base + MB) overlap and both stay; a single allocation inside them stays too.
+    base = 0x3000_0000
+    calls = [
+        (100, base, 2 * MB, 0, 2),
+        (200, base + MB, 2 * MB, 0, 2),
+        (7, base + MB, MB),
+        (100, base, 2 * MB, 0, 2),
+    ]
+    lines = run(driver, calls)
+    assert lines == [
+        "index 0 gen 0 | export 0 0 100",
+        "index 1 gen 0 | export 1 0 200",
+        "index 2 gen 0 | export 2 0 7",
+        "index 0 gen 0",
+        "size 3",
+    ], lines
+    # A single allocation over a run's range does not retire it either (freed pieces are found by their ids).
+    lines = run(driver, [(100, base, 2 * MB, 0, 2), (8, base, 4 * MB), "f 100"])
+    assert lines == [
+        "index 0 gen 0 | export 0 0 100",
+        "index 1 gen 0 | export 1 0 8",
+        "done | retire 0 0 100",
+        "size 1",
+    ]
+
+
 def test_allocations_apart_do_not_disturb_each_other(driver: Path) -> None:
     lines = run(driver, [(1, 0, MB), (2, MB, MB), (1, 0, MB), (2, MB, MB)])
     assert lines == [

@@ -10,7 +10,7 @@ void AllocationRegistry::retire(uint64_t bufferId, std::vector<RegistryEvent>* e
   const Entry& entry = it->second;
   events->push_back({RegistryEvent::Kind::kRetire, entry.index, entry.generation, entry.key});
   freeIndices_.push_back(entry.index);
-  byBase_.erase(entry.key.base);
+  if (entry.key.pieces.empty()) byBase_.erase(entry.key.base);
   byId_.erase(it);
 }
 
@@ -38,16 +38,19 @@ uint16_t AllocationRegistry::use(const AllocationKey& key, uint64_t call, Regist
     found->second.registered = found->second.registered || registered;
     return found->second.index;
   }
-  // Registered allocations whose range meets this one's were freed (CUDA handed their memory out again).
-  std::vector<uint64_t> stale;
-  auto next = byBase_.lower_bound(key.base);
-  for (auto it = next; it != byBase_.end() && it->first < key.base + key.bytes; ++it)
-    stale.push_back(it->second);
-  if (next != byBase_.begin()) {
-    const Entry& before = byId_.at(std::prev(next)->second);
-    if (before.key.base + before.key.bytes > key.base) stale.push_back(before.key.bufferId);
+  // Single allocations registered before whose range meets this one's were freed (CUDA handed their
+  // memory out again).
+  if (key.pieces.empty()) {
+    std::vector<uint64_t> stale;
+    auto next = byBase_.lower_bound(key.base);
+    for (auto it = next; it != byBase_.end() && it->first < key.base + key.bytes; ++it)
+      stale.push_back(it->second);
+    if (next != byBase_.begin()) {
+      const Entry& before = byId_.at(std::prev(next)->second);
+      if (before.key.base + before.key.bytes > key.base) stale.push_back(before.key.bufferId);
+    }
+    for (uint64_t id : stale) retire(id, events);
   }
-  for (uint64_t id : stale) retire(id, events);
   if (byId_.size() >= capacity_) {
     auto oldest = leastRecentlyUsed();
     if (oldest == byId_.end()) return kNoIndex;
@@ -65,7 +68,7 @@ uint16_t AllocationRegistry::use(const AllocationKey& key, uint64_t call, Regist
     generations_.push_back(0);
   }
   byId_[key.bufferId] = Entry{key, index, generations_[index], call, captured, registered};
-  byBase_[key.base] = key.bufferId;
+  if (key.pieces.empty()) byBase_[key.base] = key.bufferId;
   events->push_back({RegistryEvent::Kind::kExport, index, generations_[index], key});
   return index;
 }

@@ -16,11 +16,21 @@
 
 namespace mscclpp_nccl {
 
-struct AllocationKey {
+// One of the allocations mapped side by side under a buffer that spans several (a run).
+struct AllocationPiece {
   uint64_t bufferId;
-  uintptr_t base;    // start of the allocation
-  size_t bytes;      // its extent
-  uint32_t sharing;  // how peers map it: the caller's, carried along
+  size_t bytes;  // its extent; the next piece starts where it ends
+};
+
+struct AllocationKey {
+  uint64_t bufferId;  // a run's: one that no allocation has (see AllocationPiece)
+  uintptr_t base;     // start of the allocation (of a run: of its first piece)
+  size_t bytes;       // its extent
+  uint32_t sharing;   // how peers map it: the caller's, carried along
+  // A run's pieces, in address order; empty for a single allocation. Runs may share pieces (two tensors
+  // that cross the same boundary), so a run never retires another for overlapping it: the caller finds
+  // freed pieces instead.
+  std::vector<AllocationPiece> pieces;
 };
 
 // Why an allocation is used: for one call, for a call captured into a CUDA graph (which may hold its
@@ -43,8 +53,8 @@ class AllocationRegistry {
   explicit AllocationRegistry(uint16_t capacity) : capacity_(capacity) {}
 
   // The index of `key`'s allocation, used by call number `call`. A new allocation is exported; one whose
-  // range overlaps allocations registered before retires them (they were freed); at capacity, the least
-  // recently used allocation that is held by neither a graph nor a registration is retired first
+  // range overlaps single allocations registered before retires them (they were freed); at capacity, the
+  // least recently used allocation that is held by neither a graph nor a registration is retired first
   // (kNoIndex: none is, nothing changes). What the peers must learn is appended to `events`, in order.
   uint16_t use(const AllocationKey& key, uint64_t call, RegistryUse how, std::vector<RegistryEvent>* events);
   // Ends the registration of allocation `bufferId`; it is retired unless a graph holds it.
@@ -78,7 +88,7 @@ class AllocationRegistry {
 
   uint16_t capacity_;
   std::unordered_map<uint64_t, Entry> byId_;
-  std::map<uintptr_t, uint64_t> byBase_;  // base -> buffer id, for overlap
+  std::map<uintptr_t, uint64_t> byBase_;  // base -> buffer id of single allocations, for overlap
   std::vector<uint16_t> freeIndices_;
   std::vector<uint32_t> generations_;  // per index ever handed out
 };

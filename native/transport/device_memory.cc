@@ -7,6 +7,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "native/common/env.h"
@@ -294,65 +295,103 @@ Status exportShareable(const void* ptr, int* fd, size_t* offsetInAllocation, siz
   return Status::kSuccess;
 }
 
-Status importShareable(int fd, size_t allocationSize, void** mapped) {
-  if (mapped == nullptr || fd < 0 || allocationSize == 0)
-    return fail(Status::kInvalidArgument, "importShareable: bad argument (fd %d, size %zu)", fd,
-                allocationSize);
-  *mapped = nullptr;
-  const CudaDriver* drv = nullptr;
-  MSCCLPP_TRY(loadCudaDriver(&drv));
-  int device = 0;
-  CUdevice cuDevice;
-  MSCCLPP_TRY(currentDevice(drv, &device, &cuDevice));
+namespace {
 
+// Imports one exported allocation and maps it at `va`. Does not close `fd`.
+Status mapImportedPiece(const CudaDriver* drv, const ImportedPiece& piece, CUdeviceptr va) {
   CUmemGenericAllocationHandle handle;
   MSCCLPP_TRY(cuStep(drv->cuMemImportFromShareableHandle(
-                         &handle, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)), kHandleType),
-                     "cuMemImportFromShareableHandle(fd %d)", fd));
+                         &handle, reinterpret_cast<void*>(static_cast<uintptr_t>(piece.fd)), kHandleType),
+                     "cuMemImportFromShareableHandle(fd %d)", piece.fd));
   CUmemAllocationProp prop{};
   size_t granularity = 0;
   CUresult result = drv->cuMemGetAllocationPropertiesFromHandle(&prop, handle);
   if (result == CUDA_SUCCESS)
     result = drv->cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-  if (result != CUDA_SUCCESS) {
-    drv->cuMemRelease(handle);
-    return cuStep(result, "querying imported allocation (fd %d)", fd);
-  }
-  if (granularity == 0 || allocationSize % granularity != 0) {
+  if (result == CUDA_SUCCESS && (granularity == 0 || piece.bytes % granularity != 0)) {
     drv->cuMemRelease(handle);
     return fail(Status::kInvalidArgument,
-                "importShareable: size %zu is not a multiple of the granularity %zu", allocationSize,
+                "importShareable: size %zu is not a multiple of the granularity %zu", piece.bytes,
                 granularity);
   }
-  CUdeviceptr va = 0;
-  result = drv->cuMemAddressReserve(&va, allocationSize, granularity, 0, 0);
-  if (result == CUDA_SUCCESS) {
-    result = drv->cuMemMap(va, allocationSize, 0, handle, 0);
-    if (result != CUDA_SUCCESS) drv->cuMemAddressFree(va, allocationSize);
-  }
+  if (result == CUDA_SUCCESS) result = drv->cuMemMap(va, piece.bytes, 0, handle, 0);
   drv->cuMemRelease(handle);  // the mapping (if any) keeps the memory alive
-  MSCCLPP_TRY(cuStep(result, "mapping imported allocation (fd %d, %zu bytes)", fd, allocationSize));
-  CUmemAccessDesc access{};
-  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  access.location.id = cuDevice;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  result = drv->cuMemSetAccess(va, allocationSize, &access, 1);
-  if (result != CUDA_SUCCESS) {
-    drv->cuMemUnmap(va, allocationSize);
-    drv->cuMemAddressFree(va, allocationSize);
-    return cuStep(result, "cuMemSetAccess(imported fd %d, GPU %d)", fd, device);
+  return cuStep(result, "mapping imported allocation (fd %d, %zu bytes)", piece.fd, piece.bytes);
+}
+
+// Unmaps `count` pieces mapped side by side from `va`, then frees the reservation of `reserved` bytes.
+Status unmapPieces(const CudaDriver* drv, CUdeviceptr va, const size_t* pieceBytes, size_t count,
+                   size_t reserved) {
+  Status status = Status::kSuccess;
+  size_t total = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const Status unmapped =
+        cuStep(drv->cuMemUnmap(va + total, pieceBytes[i]), "cuMemUnmap(%p, %zu)",
+               reinterpret_cast<void*>(static_cast<uintptr_t>(va + total)), pieceBytes[i]);
+    if (ok(status)) status = unmapped;
+    total += pieceBytes[i];
+  }
+  if (!ok(status)) return status;  // part is still mapped: freeing the reservation would fail too
+  return cuStep(drv->cuMemAddressFree(va, reserved), "cuMemAddressFree(%p, %zu)",
+                reinterpret_cast<void*>(static_cast<uintptr_t>(va)), reserved);
+}
+
+}  // namespace
+
+Status importShareable(const std::vector<ImportedPiece>& pieces, void** mapped) {
+  if (mapped == nullptr || pieces.empty())
+    return fail(Status::kInvalidArgument, "importShareable: no pieces");
+  *mapped = nullptr;
+  size_t total = 0;
+  for (const ImportedPiece& piece : pieces) {
+    if (piece.fd < 0 || piece.bytes == 0)
+      return fail(Status::kInvalidArgument, "importShareable: bad piece (fd %d, size %zu)", piece.fd,
+                  piece.bytes);
+    total += piece.bytes;
+  }
+  const CudaDriver* drv = nullptr;
+  MSCCLPP_TRY(loadCudaDriver(&drv));
+  int device = 0;
+  CUdevice cuDevice;
+  MSCCLPP_TRY(currentDevice(drv, &device, &cuDevice));
+  // Aligned for the largest page size cuMem uses, so every piece lands on its granularity.
+  constexpr size_t kReserveAlignment = 2 << 20;
+  CUdeviceptr va = 0;
+  MSCCLPP_TRY(cuStep(drv->cuMemAddressReserve(&va, total, kReserveAlignment, 0, 0),
+                     "cuMemAddressReserve(%zu bytes)", total));
+  std::vector<size_t> mappedBytes;
+  Status status = Status::kSuccess;
+  size_t offset = 0;
+  for (const ImportedPiece& piece : pieces) {
+    status = mapImportedPiece(drv, piece, va + offset);
+    if (!ok(status)) break;
+    mappedBytes.push_back(piece.bytes);
+    offset += piece.bytes;
+  }
+  if (ok(status)) {
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = cuDevice;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    status = cuStep(drv->cuMemSetAccess(va, total, &access, 1), "cuMemSetAccess(imported, %zu bytes, GPU %d)",
+                    total, device);
+  }
+  if (!ok(status)) {
+    const std::string why = lastError();
+    unmapPieces(drv, va, mappedBytes.data(), mappedBytes.size(), total);
+    return fail(status, "%s", why.c_str());
   }
   *mapped = reinterpret_cast<void*>(static_cast<uintptr_t>(va));
   return Status::kSuccess;
 }
 
-Status unmapImported(void* mapped, size_t size) {
+Status unmapImported(void* mapped, const std::vector<size_t>& pieceBytes) {
   if (mapped == nullptr) return Status::kSuccess;
   const CudaDriver* drv = nullptr;
   MSCCLPP_TRY(loadCudaDriver(&drv));
-  Status status = cuStep(drv->cuMemUnmap(devptr(mapped), size), "cuMemUnmap(%p, %zu)", mapped, size);
-  if (!ok(status)) return status;  // the range is still mapped: freeing the reservation would fail too
-  return cuStep(drv->cuMemAddressFree(devptr(mapped), size), "cuMemAddressFree(%p, %zu)", mapped, size);
+  size_t total = 0;
+  for (size_t bytes : pieceBytes) total += bytes;
+  return unmapPieces(drv, devptr(mapped), pieceBytes.data(), pieceBytes.size(), total);
 }
 
 Status bufferId(const void* ptr, uint64_t* id) {

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "native/common/status.h"
 
@@ -28,10 +29,15 @@ bool isShareableAllocation(const void* ptr, void** base = nullptr, size_t* size 
 // Exports the allocation that contains `ptr` as a new file descriptor (the caller owns and closes it),
 // with `ptr`'s offset in that allocation and the allocation's size (what importShareable needs).
 Status exportShareable(const void* ptr, int* fd, size_t* offsetInAllocation, size_t* allocationSize);
-// Maps an allocation exported by exportShareable (possibly in another process) on the current device.
-// Does not close `fd`. Undo with unmapImported(*mapped, allocationSize).
-Status importShareable(int fd, size_t allocationSize, void** mapped);
-Status unmapImported(void* mapped, size_t size);
+// One allocation exported by exportShareable (possibly in another process): its descriptor and size.
+struct ImportedPiece {
+  int fd;
+  size_t bytes;
+};
+// Maps `pieces` side by side, in order, in one range on the current device (a buffer that spans several
+// allocations stays contiguous). Closes no descriptor. Undo with unmapImported(*mapped, their sizes).
+Status importShareable(const std::vector<ImportedPiece>& pieces, void** mapped);
+Status unmapImported(void* mapped, const std::vector<size_t>& pieceBytes);
 
 // The process-wide unique id of the allocation that contains `ptr` (CU_POINTER_ATTRIBUTE_BUFFER_ID):
 // an address can be reused by a later allocation, an id cannot, so peer mappings are cached by it.

@@ -30,12 +30,19 @@ struct AllocationMessage {
   uint32_t kind;
   uint32_t generation;
   uint16_t index;
-  uint16_t unused;
+  uint16_t pieces;   // kExport of a run (AllocationKey::pieces): how many RunPieceOffer follow
   uint32_t sharing;  // kExport: Sharing
   uint64_t base;     // kExport: the allocation's start in the owner's process (for ranks in that process)
   uint64_t bytes;    // kExport: its size
   cudaIpcMemHandle_t handle;  // kExport, kCudaIpc: for ranks in other processes
   DescriptorOffer offer;      // kExport, kDescriptor: where ranks in other processes fetch its descriptor
+};
+
+// Follows a run's export, one per piece in address order: its size and the token of its descriptor's
+// offer (the server is the message's).
+struct RunPieceOffer {
+  uint64_t bytes;
+  uint64_t token;
 };
 
 namespace {
@@ -48,6 +55,52 @@ constexpr double kFetchSeconds = 10.0;
 // ncclMemAlloc memory smaller than this waits for its first mapped call (calls map buffers of 256 KB and
 // up; small allocations would only crowd the peers' tables).
 constexpr size_t kOfferMinBytes = 1 << 20;
+// A buffer over more allocations than this stays on scratch (PyTorch's expandable segments map 20 MB
+// chunks: 5 GB).
+constexpr size_t kMaxRunPieces = 256;
+
+// The allocations of a key, in address order: a run's pieces, or the single allocation.
+std::vector<AllocationPiece> piecesOf(const AllocationKey& key) {
+  return key.pieces.empty() ? std::vector<AllocationPiece>{{key.bufferId, key.bytes}} : key.pieces;
+}
+
+// CUDA's id of the allocation at `address` (0: none).
+uint64_t bufferIdAt(const CudaDriver* driver, uintptr_t address) {
+  unsigned long long id = 0;  // NOLINT(runtime/int): the attribute's documented type
+  if (driver->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, static_cast<CUdeviceptr>(address)) !=
+      CUDA_SUCCESS)
+    return 0;
+  return id;
+}
+
+// A run's identity: made of its pieces' ids, which CUDA never reuses, and apart from every allocation's
+// own id (those count up from 1).
+uint64_t runId(const std::vector<AllocationPiece>& pieces) {
+  uint64_t hash = 1469598103934665603ull;
+  for (const AllocationPiece& piece : pieces) hash = (hash ^ piece.bufferId) * 1099511628211ull;
+  return hash | (1ull << 63);
+}
+
+// Extends `key`, a cuMem allocation, over the allocations mapped right after it until it reaches `end`:
+// a tensor of PyTorch's expandable segments crosses the chunks that the segment maps side by side.
+bool extendOverRun(const CudaDriver* driver, uintptr_t end, AllocationKey* key) {
+  key->pieces = {{key->bufferId, key->bytes}};
+  uintptr_t next = key->base + key->bytes;
+  while (next < end) {
+    void* base = nullptr;
+    size_t size = 0;
+    const uint64_t id = bufferIdAt(driver, next);
+    if (key->pieces.size() == kMaxRunPieces || id == 0 ||
+        !isShareableAllocation(reinterpret_cast<void*>(next), &base, &size) ||
+        reinterpret_cast<uintptr_t>(base) != next || size == 0)
+      return false;
+    key->pieces.push_back({id, size});
+    next += size;
+  }
+  key->bytes = next - key->base;
+  key->bufferId = runId(key->pieces);
+  return true;
+}
 
 // The communicators of this process that map buffers, for ncclMemAlloc's offers. An offer runs under the
 // lock, and a communicator leaves the list before its helper stops, so none is offered to as it goes.
@@ -205,7 +258,7 @@ MappedAllocations::~MappedAllocations() {
   for (int peer = 0; peer < nranks_; ++peer)
     for (int index = 0; index < kMaxMappedAllocations; ++index) unmapSlot(peer, static_cast<uint16_t>(index));
   for (const Offered& offered : offers_)
-    if (offered.token) withdrawDescriptor(offered.token);
+    for (uint64_t token : offered.tokens) withdrawDescriptor(token);
   if (hostStaging_) cudaFreeHost(hostStaging_);
   if (copyStream_) cudaStreamDestroy(copyStream_);
   if (lastUse_) cudaEventDestroy(lastUse_);
@@ -260,12 +313,17 @@ bool MappedAllocations::identify(const void* ptr, size_t bytes, AllocationKey* k
     sharing = kDescriptor;
   }
   const uintptr_t address = reinterpret_cast<uintptr_t>(ptr);
-  if (rangeBytes == 0 || address < start || bytes > rangeBytes || address - start > rangeBytes - bytes) {
-    *why = "it spans more than one allocation";
+  if (rangeBytes == 0 || address < start || address - start >= rangeBytes) {
+    *why = "CUDA gives it no extent";
     return false;
   }
-  *key = AllocationKey{bufferId, static_cast<uintptr_t>(start), rangeBytes, sharing};
-  return true;
+  *key = AllocationKey{bufferId, static_cast<uintptr_t>(start), rangeBytes, sharing, {}};
+  if (bytes <= rangeBytes - (address - start)) return true;
+  // Past its allocation: cuMem allocations mapped side by side are a run; cudaMalloc memory never is.
+  if (sharing == kDescriptor && extendOverRun(driver, address + bytes, key)) return true;
+  *why = sharing == kDescriptor ? "it spans cuMem allocations that are not all shareable, or too many"
+                                : "it spans more than one allocation";
+  return false;
 }
 
 bool MappedAllocations::use(const AllocationKey& key, uint64_t call, RegistryUse how,
@@ -334,10 +392,10 @@ bool MappedAllocations::registerBuffer(const void* ptr, size_t bytes) {
   return use(key, 0, RegistryUse::kRegistered, &lock, &index);
 }
 
-void MappedAllocations::unregisterBuffer(const void* ptr) {
+void MappedAllocations::unregisterBuffer(const void* ptr, size_t bytes) {
   AllocationKey key;
   const char* why = nullptr;
-  if (!identify(ptr, 1, &key, &why)) return;  // freed already: the helper retires it
+  if (!identify(ptr, bytes, &key, &why)) return;  // freed already: the helper retires it
   // Queued calls may still reach it through the peers' mappings.
   if (cudaEventSynchronize(lastUse_) != cudaSuccess) cudaGetLastError();
   std::vector<RegistryEvent> events;
@@ -346,6 +404,40 @@ void MappedAllocations::unregisterBuffer(const void* ptr) {
     registry_.unregister(key.bufferId, &events);
   }
   for (const RegistryEvent& event : events) announce(event);
+}
+
+// Offers the descriptors of `key`'s allocations to the peers' processes: the message names the server
+// and the first offer, a run's pieces follow it. Peers that cannot fetch them never acknowledge: the
+// allocation stays on scratch.
+void MappedAllocations::offerDescriptors(const RegistryEvent& event, AllocationMessage* message,
+                                         std::vector<RunPieceOffer>* pieces) {
+  std::vector<uint64_t> tokens;
+  uintptr_t base = event.key.base;
+  for (const AllocationPiece& piece : piecesOf(event.key)) {
+    int fd = -1;
+    size_t offset = 0, size = 0;
+    DescriptorOffer offer{};
+    Status status = exportShareable(reinterpret_cast<void*>(base), &fd, &offset, &size);
+    if (ok(status) && (offset != 0 || size != piece.bytes))
+      status = fail(Status::kInternalError, "its descriptor maps %zu bytes from offset %zu", size, offset);
+    if (ok(status)) status = offerDescriptor(fd, remotePids_, &offer);
+    if (fd >= 0) close(fd);
+    if (!ok(status)) {
+      MSCCLPP_INFO(kInit, "rank %d: allocation %d cannot be exported as a descriptor: %s", rank_, event.index,
+                   lastError());
+      break;
+    }
+    if (tokens.empty()) message->offer = offer;
+    tokens.push_back(offer.token);
+    base += piece.bytes;
+  }
+  if (!event.key.pieces.empty()) {
+    message->pieces = static_cast<uint16_t>(event.key.pieces.size());
+    for (size_t i = 0; i < event.key.pieces.size(); ++i)
+      pieces->push_back({event.key.pieces[i].bytes, i < tokens.size() ? tokens[i] : 0});
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  offers_[event.index] = Offered{std::move(tokens), event.generation};
 }
 
 // Tells every peer of an export (with what it needs to map the allocation) or a retirement.
@@ -361,13 +453,15 @@ void MappedAllocations::announce(const RegistryEvent& event) {
     // export of its index may be announced from two threads, in either order).
     std::lock_guard<std::mutex> lock(mu_);
     Offered& offered = offers_[event.index];
-    if (offered.token && offered.generation <= event.generation) {
-      withdrawDescriptor(offered.token);
+    if (!offered.tokens.empty() && offered.generation <= event.generation) {
+      for (uint64_t token : offered.tokens) withdrawDescriptor(token);
       offered = Offered{};
     }
   }
+  std::vector<RunPieceOffer> pieces;
+  message.kind =
+      event.kind == RegistryEvent::Kind::kExport ? AllocationMessage::kExport : AllocationMessage::kRetire;
   if (event.kind == RegistryEvent::Kind::kExport) {
-    message.kind = AllocationMessage::kExport;
     RelaxedCapture relaxed;
     if (event.key.sharing == kCudaIpc &&
         cudaIpcGetMemHandle(&message.handle, reinterpret_cast<void*>(event.key.base)) != cudaSuccess) {
@@ -375,27 +469,14 @@ void MappedAllocations::announce(const RegistryEvent& event) {
       // Peers in other processes cannot map it and will not acknowledge: it stays on scratch.
       MSCCLPP_INFO(kInit, "rank %d: allocation %d cannot be exported over CUDA IPC", rank_, event.index);
     }
-    if (event.key.sharing == kDescriptor && !remotePids_.empty()) {
-      int fd = -1;
-      size_t offset = 0, size = 0;
-      Status status = exportShareable(reinterpret_cast<void*>(event.key.base), &fd, &offset, &size);
-      if (ok(status) && (offset != 0 || size != event.key.bytes))
-        status = fail(Status::kInternalError, "its descriptor maps %zu bytes from offset %zu", size, offset);
-      if (ok(status)) status = offerDescriptor(fd, remotePids_, &message.offer);
-      if (fd >= 0) close(fd);
-      if (ok(status)) {
-        std::lock_guard<std::mutex> lock(mu_);
-        offers_[event.index] = Offered{message.offer.token, event.generation};
-      } else {
-        MSCCLPP_INFO(kInit, "rank %d: allocation %d cannot be exported as a descriptor: %s", rank_,
-                     event.index, lastError());
-      }
-    }
-  } else {
-    message.kind = AllocationMessage::kRetire;
+    if (event.key.sharing == kDescriptor && !remotePids_.empty()) offerDescriptors(event, &message, &pieces);
   }
+  std::vector<char> bytes(sizeof(message) + pieces.size() * sizeof(RunPieceOffer));
+  memcpy(bytes.data(), &message, sizeof(message));
+  if (!pieces.empty())
+    memcpy(bytes.data() + sizeof(message), pieces.data(), pieces.size() * sizeof(RunPieceOffer));
   for (int peer = 0; peer < nranks_; ++peer)
-    if (peer != rank_ && !ok(bootstrap_.send(peer, kAllocationTag, &message, sizeof(message))))
+    if (peer != rank_ && !ok(bootstrap_.send(peer, kAllocationTag, bytes.data(), bytes.size())))
       MSCCLPP_INFO(kInit, "rank %d: cannot tell rank %d about allocation %d: %s", rank_, peer, event.index,
                    lastError());
 }
@@ -414,11 +495,14 @@ void MappedAllocations::retireFreedAllocations() {
   }
   std::vector<uint64_t> freed;
   for (const AllocationKey& key : keys) {
-    unsigned long long id = 0;  // NOLINT(runtime/int): the attribute's documented type
-    if (driver->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID,
-                                      static_cast<CUdeviceptr>(key.base)) != CUDA_SUCCESS ||
-        id != key.bufferId)
-      freed.push_back(key.bufferId);
+    uintptr_t base = key.base;
+    for (const AllocationPiece& piece : piecesOf(key)) {
+      if (bufferIdAt(driver, base) != piece.bufferId) {
+        freed.push_back(key.bufferId);
+        break;
+      }
+      base += piece.bytes;
+    }
   }
   cudaGetLastError();
   if (freed.empty()) return;
@@ -452,13 +536,19 @@ void MappedAllocations::serve() {
     if (status == Status::kTimeout) continue;
     if (!ok(status)) return;  // aborted or broken: nothing more will arrive
     AllocationMessage message;
-    if (bytes.size() != sizeof(message) || peer == rank_) continue;
+    if (bytes.size() < sizeof(message) || peer == rank_) continue;
     memcpy(&message, bytes.data(), sizeof(message));
-    if (message.index >= kMaxMappedAllocations) continue;
+    if (message.index >= kMaxMappedAllocations || message.pieces > kMaxRunPieces ||
+        bytes.size() != sizeof(message) + message.pieces * sizeof(RunPieceOffer))
+      continue;
     switch (message.kind) {
-      case AllocationMessage::kExport:
-        mapPeerAllocation(peer, message);
+      case AllocationMessage::kExport: {
+        std::vector<RunPieceOffer> pieces(message.pieces);
+        if (!pieces.empty())
+          memcpy(pieces.data(), bytes.data() + sizeof(message), pieces.size() * sizeof(RunPieceOffer));
+        mapPeerAllocation(peer, message, pieces);
         break;
+      }
       case AllocationMessage::kRetire:
         if (peerSlots_[peer][message.index].generation == message.generation) unmapSlot(peer, message.index);
         break;
@@ -474,37 +564,53 @@ void MappedAllocations::serve() {
   }
 }
 
-void MappedAllocations::mapPeerAllocation(int peer, const AllocationMessage& message) {
+// Fetches the descriptors of a peer's exported allocation (a run's pieces in order) and maps them side by
+// side; the slot records the pieces. False (with a warning) where any cannot be fetched or mapped.
+bool MappedAllocations::importPeerDescriptors(int peer, const AllocationMessage& message,
+                                              const std::vector<RunPieceOffer>& pieces, Slot* slot) {
+  std::vector<ImportedPiece> imported;
+  std::string why;
+  const std::vector<RunPieceOffer> offers =
+      pieces.empty() ? std::vector<RunPieceOffer>{{message.bytes, message.offer.token}} : pieces;
+  for (const RunPieceOffer& piece : offers) {
+    DescriptorOffer offer = message.offer;
+    offer.token = piece.token;
+    const int fd =
+        fetchDescriptor(offer, deadlineAfter(kFetchSeconds), [this] { return bootstrap_.aborted(); }, &why);
+    if (fd < 0) break;
+    imported.push_back({fd, piece.bytes});
+  }
+  void* mapping = nullptr;
+  const bool mapped = imported.size() == offers.size() && ok(importShareable(imported, &mapping));
+  if (imported.size() == offers.size() && !mapped) why = lastError();
+  for (const ImportedPiece& piece : imported) close(piece.fd);
+  if (!mapped) {
+    logWarn("rank %d: cannot map allocation %d of rank %d (%s): it stays on scratch", rank_, message.index,
+            peer, why.c_str());
+    return false;
+  }
+  slot->mapping = mapping;
+  for (const RunPieceOffer& piece : offers) slot->mappedPieces.push_back(piece.bytes);
+  return true;
+}
+
+void MappedAllocations::mapPeerAllocation(int peer, const AllocationMessage& message,
+                                          const std::vector<RunPieceOffer>& pieces) {
   unmapSlot(peer, message.index);  // its previous allocation was retired (or the message is lost)
-  char* base = nullptr;
   Slot& slot = peerSlots_[peer][message.index];
   if (topology_.sameProcess(rank_, peer)) {
-    base = reinterpret_cast<char*>(message.base);
+    // Nothing to open: the owner's addresses are this process's.
   } else if (message.sharing == kDescriptor) {
-    std::string why;
-    const int fd = fetchDescriptor(
-        message.offer, deadlineAfter(kFetchSeconds), [this] { return bootstrap_.aborted(); }, &why);
-    void* mapping = nullptr;
-    if (fd < 0 || !ok(importShareable(fd, message.bytes, &mapping))) {
-      if (fd >= 0) close(fd);
-      logWarn("rank %d: cannot map allocation %d of rank %d (%s): it stays on scratch", rank_, message.index,
-              peer, fd < 0 ? why.c_str() : lastError());
-      return;
-    }
-    close(fd);
-    slot.mapping = mapping;
-    slot.mappedBytes = message.bytes;
-    base = static_cast<char*>(mapping);
+    if (!importPeerDescriptors(peer, message, pieces, &slot)) return;
   } else {
-    void* mapping = ProcessMappings::get().open(message.handle);
-    if (!mapping) {
+    slot.mapping = ProcessMappings::get().open(message.handle);
+    if (!slot.mapping) {
       MSCCLPP_INFO(kInit, "rank %d: cannot map allocation %d of rank %d: it stays on scratch", rank_,
                    message.index, peer);
       return;
     }
-    slot.mapping = mapping;
-    base = static_cast<char*>(mapping);
   }
+  char* base = slot.mapping ? static_cast<char*>(slot.mapping) : reinterpret_cast<char*>(message.base);
   slot.generation = message.generation;
   // Never acknowledged if the entry cannot be written: it stays on scratch.
   if (!writeTableEntry(peer, message.index, MappedRegion{base, message.bytes})) return;
@@ -517,8 +623,8 @@ void MappedAllocations::mapPeerAllocation(int peer, const AllocationMessage& mes
 
 void MappedAllocations::unmapSlot(int peer, uint16_t index) {
   Slot& slot = peerSlots_[peer][index];
-  if (slot.mapping && slot.mappedBytes)
-    unmapImported(slot.mapping, slot.mappedBytes);
+  if (slot.mapping && !slot.mappedPieces.empty())
+    unmapImported(slot.mapping, slot.mappedPieces);
   else if (slot.mapping)
     ProcessMappings::get().close(slot.mapping);
   slot = Slot{};

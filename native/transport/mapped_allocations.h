@@ -40,6 +40,9 @@
 
 namespace mscclpp_nccl {
 
+struct AllocationMessage;  // the protocol's messages (mapped_allocations.cc)
+struct RunPieceOffer;
+
 class MappedAllocations {
  public:
   // Collective only in that every rank creates one (no exchange). Starts the helper thread.
@@ -64,9 +67,10 @@ class MappedAllocations {
   // ncclCommRegister: exports the allocation that holds `ptr` now, so that peers have mapped it by the
   // first call that uses it, and keeps it until unregister(). False where it cannot be shared.
   bool registerBuffer(const void* ptr, size_t bytes);
-  // ncclCommDeregister: the allocation is no longer held for the registration, and unless a graph holds
-  // it, it is retired (every peer closes its mapping) once this rank's queued calls are done.
-  void unregisterBuffer(const void* ptr);
+  // ncclCommDeregister of what registerBuffer(ptr, bytes) registered: the allocation is no longer held
+  // for the registration, and unless a graph holds it, it is retired (every peer closes its mapping) once
+  // this rank's queued calls are done.
+  void unregisterBuffer(const void* ptr, size_t bytes);
   // ncclMemAlloc: memory allocated for NCCL's use is exported by every communicator of this process on the
   // current device at once, as its first call would export it (never held: the least recently used index
   // when room is needed), so that the peers have mapped it before the first large call on it.
@@ -82,8 +86,8 @@ class MappedAllocations {
 
  private:
   struct Slot {
-    void* mapping = nullptr;  // what this process opened (null: nothing, or a same-process pointer)
-    size_t mappedBytes = 0;   // nonzero: `mapping` is an imported cuMem allocation of that size
+    void* mapping = nullptr;           // what this process opened (null: nothing, or a same-process pointer)
+    std::vector<size_t> mappedPieces;  // nonempty: `mapping` holds imported cuMem allocations of these sizes
     uint32_t generation = 0;
   };
   MappedAllocations(Bootstrap& bootstrap, const Topology& topology, int device);
@@ -96,7 +100,12 @@ class MappedAllocations {
            uint16_t* index);
   void serve();
   void retireFreedAllocations();
-  void mapPeerAllocation(int peer, const struct AllocationMessage& message);
+  void mapPeerAllocation(int peer, const AllocationMessage& message,
+                         const std::vector<RunPieceOffer>& pieces);
+  bool importPeerDescriptors(int peer, const AllocationMessage& message,
+                             const std::vector<RunPieceOffer>& pieces, Slot* slot);
+  void offerDescriptors(const RegistryEvent& event, AllocationMessage* message,
+                        std::vector<RunPieceOffer>* pieces);
   void unmapSlot(int peer, uint16_t index);
   bool writeTableEntry(int peer, uint16_t index, const MappedRegion& region);
   void announce(const RegistryEvent& event);
@@ -119,10 +128,10 @@ class MappedAllocations {
   std::vector<uint32_t> ackGeneration_;  // [index]: the generation the acks below count
   std::vector<int> acks_;                // [index]: peers that mapped it
   struct Offered {
-    uint64_t token = 0;  // 0: none
+    std::vector<uint64_t> tokens;  // one per allocation (a run's pieces); empty: none
     uint32_t generation = 0;
   };
-  std::vector<Offered> offers_;               // [index]: its descriptor offer
+  std::vector<Offered> offers_;               // [index]: its descriptor offers
   std::atomic<uint32_t> unsharedReasons_{0};  // reasons already logged (noteUnshared)
   std::vector<std::vector<Slot>> peerSlots_;  // [peer][index], helper thread only
   std::thread helper_;

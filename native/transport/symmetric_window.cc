@@ -103,7 +103,7 @@ Status SymmetricWindow::mapPeers(Bootstrap& bootstrap, const Topology& topology,
       if (ok(enablePeerAccess(topology.ranks[rank].cudaDevice, topology.ranks[peer].cudaDevice)))
         m.base = reinterpret_cast<char*>(e.address);
     } else if (e.reach == Reach::kFd && fds[peer] >= 0) {
-      if (ok(importShareable(fds[peer], e.allocationBytes, &m.mapping))) {
+      if (ok(importShareable({{fds[peer], e.allocationBytes}}, &m.mapping))) {
         m.mappingBytes = e.allocationBytes;
         m.base = static_cast<char*>(m.mapping) + e.offset;
       }
@@ -136,7 +136,7 @@ void SymmetricWindow::unmapPeers() {
   // Teardown must finish even when the device is in a bad state: errors are ignored.
   for (PeerMapping& m : peers_) {
     if (m.mapping && m.mappingBytes > 0)
-      unmapImported(m.mapping, m.mappingBytes);
+      unmapImported(m.mapping, {m.mappingBytes});
     else if (m.mapping)
       cudaIpcCloseMemHandle(m.mapping);
     m = PeerMapping{};

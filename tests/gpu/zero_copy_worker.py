@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from allreduce_worker import Rank, pattern, run_scenarios
 from collectives_worker import call as collective
 from collectives_worker import expected_output, input_count, output_count, ptr
+from cumem_segment import Segment
 
 from mscclpp_nccl.binding import ffi
 
@@ -225,21 +226,9 @@ def scenario_exchanges(r: Rank) -> None:
     )
 
 
-def scenario_cumem(r: Rank) -> None:
-    """Buffers from ncclMemAlloc (cuMem memory, as nccl-tests allocates): shared with the peers as file
-    descriptors; all-reduce and every exchange call after call, eager and captured, each result exact."""
-    nbytes = COUNT * 4 + 4096
-    send_ptr, recv_ptr = mem_alloc(r, nbytes), mem_alloc(r, nbytes)
-    send, recv = raw_array(send_ptr, COUNT, r), raw_array(recv_ptr + 4, COUNT, r)  # recv 4 bytes in
-    out_of_place_calls(r, send, recv, 8, "cumem all_reduce")
-    r.stream.begin_capture()
-    r.all_reduce_raw(send, recv, COUNT, "float32", 0)
-    graph = r.stream.end_capture()
-    for replay in range(20):
-        send.set(pattern(COUNT, r.rank).astype(np.float32) + replay, stream=r.stream)
-        graph.launch(r.stream)
-        r.stream.synchronize()
-        check(recv, expect_sum(COUNT, r.size, replay), f"cumem graph replay {replay}")
+def exchange_trials(r: Rank, send_ptr: int, recv_ptr: int, label: str) -> None:
+    """Every exchange from `send_ptr` into `recv_ptr` (COUNT / nranks elements per rank), four trials with
+    the root moving, each result exact."""
     n, me = r.size, r.rank
     count = COUNT // n
     for name in ("all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce"):
@@ -254,11 +243,57 @@ def scenario_cumem(r: Rank) -> None:
             collective(r, name, src, dst, count, "float32", root=root)
             r.stream.synchronize()
             if expected is not None:
-                check(dst, expected.astype(np.float64), f"cumem {name} trial {trial} root {root}")
-    del graph
+                check(dst, expected.astype(np.float64), f"{label} {name} trial {trial} root {root}")
+
+
+def replayed_all_reduce(r: Rank, send: cp.ndarray, recv: cp.ndarray, replays: int, what: str) -> None:
+    """An all-reduce captured into a graph and replayed, the input shifted each time, each result checked."""
+    r.stream.begin_capture()
+    r.all_reduce_raw(send, recv, COUNT, "float32", 0)
+    graph = r.stream.end_capture()
+    for replay in range(replays):
+        send.set(pattern(COUNT, r.rank).astype(np.float32) + replay, stream=r.stream)
+        graph.launch(r.stream)
+        r.stream.synchronize()
+        check(recv, expect_sum(COUNT, r.size, replay), f"{what} replay {replay}")
+
+
+def scenario_cumem(r: Rank) -> None:
+    """Buffers from ncclMemAlloc (cuMem memory, as nccl-tests allocates): shared with the peers as file
+    descriptors; all-reduce and every exchange call after call, eager and captured, each result exact."""
+    nbytes = COUNT * 4 + 4096
+    send_ptr, recv_ptr = mem_alloc(r, nbytes), mem_alloc(r, nbytes)
+    send, recv = raw_array(send_ptr, COUNT, r), raw_array(recv_ptr + 4, COUNT, r)  # recv 4 bytes in
+    out_of_place_calls(r, send, recv, 8, "cumem all_reduce")
+    replayed_all_reduce(r, send, recv, 20, "cumem graph")
+    exchange_trials(r, send_ptr, recv_ptr, "cumem")
     mem_free(r, send_ptr)
     mem_free(r, recv_ptr)
     print("PASS cumem: ncclMemAlloc buffers, 8 all-reduces, 20 graph replays, 5 exchanges x 4")
+
+
+def scenario_segments(r: Rank) -> None:
+    """Buffers over several cuMem allocations mapped side by side (as in PyTorch's expandable segments):
+    every peer maps each as one run. All-reduces eager and replayed, every exchange, each exact; then the
+    allocation under the middle of the send buffer is backed anew (the segment shrank and grew), which
+    makes it another run, and the results stay exact."""
+    piece = 2 << 20
+    segment = Segment(12, piece)
+    nbytes = COUNT * 4
+    send_ptr = segment.base + piece // 2 + 4096 * r.rank  # across five allocations
+    recv_ptr = send_ptr + nbytes + piece
+    send, recv = raw_array(send_ptr, COUNT, r), raw_array(recv_ptr, COUNT, r)
+    out_of_place_calls(r, send, recv, 8, "segment all_reduce")
+    replayed_all_reduce(r, send, recv, 10, "segment graph")
+    exchange_trials(r, send_ptr, recv_ptr, "segment")
+    barrier(r)  # every rank is done with the allocation about to go
+    middle = (send_ptr + nbytes // 2 - segment.base) // piece
+    segment.unmap_piece(middle)
+    segment.map_piece(middle)
+    out_of_place_calls(r, send, recv, 6, "segment backed anew")
+    barrier(r)
+    segment.free()
+    print("PASS segments: buffers over 5 allocations, 8 all-reduces, 10 replays, 5 exchanges x 4, 6 more")
 
 
 def calls_once_mapped(r: Rank, send_ptr: int, recv_ptr: int, label: str) -> None:
@@ -438,6 +473,7 @@ SCENARIOS = {
     "many": scenario_many,
     "exchanges": scenario_exchanges,
     "cumem": scenario_cumem,
+    "segments": scenario_segments,
     "registered": scenario_registered,
     "offered": scenario_offered,
     "memory_returns": scenario_memory_returns,
