@@ -163,12 +163,12 @@ def test_built_in_rules(driver: Path) -> None:
 
 @pytest.mark.parametrize(
     "nranks, two_shot_from",
-    [(2, None), (4, None), (8, (256 << 10) + 1), (9, (256 << 10) + 1)],
+    [(2, None), (4, None), (8, 256 << 10), (9, 256 << 10)],
 )
 def test_reduce_spreads_from_8_ranks(driver: Path, nranks: int, two_shot_from: int | None) -> None:
     """From 8 ranks a reduce leaves the one-step exchange (the root reduces every rank's range) for the
-    two-shot packet reduce above 256 KB ranges, up to 1 MB; chunks beyond."""
-    sizes = [256 << 10, (256 << 10) + 1, 512 << 10, (512 << 10) + 1, 1 << 20, (1 << 20) + 1]
+    two-shot packet reduce from 256 KB, up to 1 MB; chunks beyond."""
+    sizes = [(256 << 10) - 1, 256 << 10, (256 << 10) + 1, 512 << 10, (512 << 10) + 1, 1 << 20, (1 << 20) + 1]
     got = choose(driver, COMMS[nranks], [f"reduce 2 {size}" for size in sizes])
     expected = [
         "exchange_chunked"

@@ -20,13 +20,14 @@ constexpr size_t kOneShotMaxBytes = 64 * 1024;
 constexpr size_t kTwoShotPacketMaxBytes = 1 << 20;
 constexpr size_t kExchangePacketMaxBytes = 512 * 1024;
 // A reduce's one-step exchange leaves the root to reduce every rank's whole range; from 8 ranks the
-// two-shot packet reduce, which spreads that over the ranks, wins above this range, up to
-// kTwoShotPacketMaxBytes: 8 ranks, 512 KB, nccl-tests on one H100 in graphs / eager, 18.0 / 21.5 us
-// (stock 22.6 / 25.9), the one-step exchange 27.2 / 29.6 in an earlier run; the tuner on one H200, 11.8 /
-// 14.9 against 18.5 / 22.5. At 4 ranks the chunked exchange was as fast at 1 MB (one H100, in graphs:
-// 16.4 against 17.3 us).
+// two-shot packet reduce, which spreads that over the ranks, wins from this size up to
+// kTwoShotPacketMaxBytes. nccl-tests at 8 ranks on one H100, graphs / eager: 256 KB 11.7 / 15.1 us against
+// 14.9 / 17.2 for the one-step exchange (stock 16.5 / 16.1), 128 KB 11.4 / 14.9 against 10.8 / 13.2;
+// 512 KB 18.0 / 21.5 against 27.2 / 29.6 (stock 22.6 / 25.9). The tuner on one H200 chose it from 512 KB
+// (11.8 / 14.9 against stock 18.5 / 22.5). At 4 ranks the chunked exchange was as fast at 1 MB (one H100,
+// in graphs: 16.4 against 17.3 us).
 constexpr int kReduceTwoShotMinRanks = 8;
-constexpr size_t kReduceOneStepMaxBytes = 256 << 10;
+constexpr size_t kReduceTwoShotMinBytes = 256 << 10;
 // Send/recv: above this a transfer moves in chunks (packets waste half of every store on flags, which
 // NVLink feels most). nccl-tests graphs on one H200: 1 MB on packets took 16.0 / 19.5 / 47.3 us at 2 / 4 /
 // 8 ranks, on chunks 10.6 / 12.7 / 16.2; 512 KB 9.6 / 11.5 / 25.9 against 14.6 / 15.8 / 17.5.
@@ -206,7 +207,7 @@ Choice AlgorithmSelector::choose(Collective collective, size_t elementBytes, siz
                                                    : AlgorithmId::kAllReduceTwoShotChunked;
   }
   if (collective == Collective::kReduce && nranks_ >= kReduceTwoShotMinRanks &&
-      bytes > kReduceOneStepMaxBytes && bytes <= kTwoShotPacketMaxBytes)
+      bytes >= kReduceTwoShotMinBytes && bytes <= kTwoShotPacketMaxBytes)
     id = AlgorithmId::kReduceTwoShotPacket;
   if (collective == Collective::kSendRecv)
     id = bytes <= kP2pPacketMaxBytes ? AlgorithmId::kP2pPacket : AlgorithmId::kP2pChunked;
