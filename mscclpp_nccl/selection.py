@@ -26,12 +26,14 @@ ONE_SHOT_MAX_BYTES = 64 * KIB  # kOneShotMaxBytes
 TWO_SHOT_PACKET_MAX_BYTES = MIB  # kTwoShotPacketMaxBytes
 EXCHANGE_PACKET_MAX_BYTES = 512 * KIB  # kExchangePacketMaxBytes
 REDUCE_TWO_SHOT_MIN_RANKS = 8  # kReduceTwoShotMinRanks
-REDUCE_ONE_STEP_MAX_BYTES = 256 * KIB  # kReduceOneStepMaxBytes
+REDUCE_TWO_SHOT_MIN_BYTES = 256 * KIB  # kReduceTwoShotMinBytes
 P2P_PACKET_MAX_BYTES = 512 * KIB  # kP2pPacketMaxBytes
 ZERO_COPY_MIN_BYTES = MIB  # kZeroCopyMinBytes: all_reduce outside windows maps from here
 EXCHANGE_ZERO_COPY_MIN_BYTES = 256 * KIB  # kExchangeZeroCopyMinBytes
 EXCHANGE_ZERO_COPY_MIN_TRAFFIC = 16 * MIB  # kExchangeZeroCopyMinTraffic
 EXCHANGE_ZERO_COPY_MIN_TRAFFIC_MANY_RANKS = 8 * MIB  # kExchangeZeroCopyMinTrafficManyRanks (4+ ranks)
+ROOTED_COPY_LOW_TRAFFIC_MIN_RANKS = 8  # kRootedCopyLowTrafficMinRanks
+ROOTED_COPY_ZERO_COPY_MIN_TRAFFIC = 4 * MIB  # kRootedCopyZeroCopyMinTraffic (gather, scatter)
 MAX_CHUNK_RANKS = 64  # kMaxChunkRanks (native/primitives/chunk_layout.h)
 MAX_ZERO_COPY_RANKS = 64  # kMaxZeroCopyRanks (zero_copy.h)
 MAX_PACKET_RANKS = 1 << 16
@@ -79,7 +81,7 @@ def reduce_spreads(collective: str, nranks: int, nbytes: int) -> bool:
     return (
         collective == "reduce"
         and nranks >= REDUCE_TWO_SHOT_MIN_RANKS
-        and REDUCE_ONE_STEP_MAX_BYTES < nbytes <= TWO_SHOT_PACKET_MAX_BYTES
+        and REDUCE_TWO_SHOT_MIN_BYTES <= nbytes <= TWO_SHOT_PACKET_MAX_BYTES
     )
 
 
@@ -110,6 +112,13 @@ def _chunked_fallback(collective: str) -> str:
     return "allreduce_two_shot_chunked" if collective == "all_reduce" else "exchange_chunked"
 
 
+def exchange_zero_copy_min_traffic(collective: str, nranks: int) -> int:
+    """Bytes an exchange must move over all ranks to map (exchangeZeroCopyMinTraffic)."""
+    if collective in ("gather", "scatter") and nranks >= ROOTED_COPY_LOW_TRAFFIC_MIN_RANKS:
+        return ROOTED_COPY_ZERO_COPY_MIN_TRAFFIC
+    return EXCHANGE_ZERO_COPY_MIN_TRAFFIC_MANY_RANKS if nranks >= 4 else EXCHANGE_ZERO_COPY_MIN_TRAFFIC
+
+
 def maps_buffers(collective: str, nranks: int, nbytes: int) -> bool:
     """Whether a call outside windows takes the mapped zero-copy kernel (AlgorithmSelector::mapsBuffers,
     with the library's default MSCCLPP_NCCL_ZERO_COPY=1 and no PreMulSum): it reads and writes the peers'
@@ -121,8 +130,7 @@ def maps_buffers(collective: str, nranks: int, nbytes: int) -> bool:
         return False
     if not all_reduce:
         traffic = nbytes * nranks * (1 if collective in ROOTED else nranks)
-        least = EXCHANGE_ZERO_COPY_MIN_TRAFFIC_MANY_RANKS if nranks >= 4 else EXCHANGE_ZERO_COPY_MIN_TRAFFIC
-        if traffic < least:
+        if traffic < exchange_zero_copy_min_traffic(collective, nranks):
             return False
     if nranks > MAX_ZERO_COPY_RANKS:
         return False
