@@ -82,17 +82,19 @@ uint64_t runId(const std::vector<AllocationPiece>& pieces) {
 }
 
 // Extends `key`, a cuMem allocation, over the allocations mapped right after it until it reaches `end`:
-// a tensor of PyTorch's expandable segments crosses the chunks that the segment maps side by side.
+// a tensor of PyTorch's expandable segments crosses the chunks that the segment maps side by side. Two
+// driver queries a piece, on every call that uses the run: a piece that cannot be exported shows when it
+// is (the peers never acknowledge it, and the run stays on scratch).
 bool extendOverRun(const CudaDriver* driver, uintptr_t end, AllocationKey* key) {
   key->pieces = {{key->bufferId, key->bytes}};
   uintptr_t next = key->base + key->bytes;
   while (next < end) {
-    void* base = nullptr;
+    CUdeviceptr base = 0;
     size_t size = 0;
     const uint64_t id = bufferIdAt(driver, next);
     if (key->pieces.size() == kMaxRunPieces || id == 0 ||
-        !isShareableAllocation(reinterpret_cast<void*>(next), &base, &size) ||
-        reinterpret_cast<uintptr_t>(base) != next || size == 0)
+        driver->cuMemGetAddressRange(&base, &size, static_cast<CUdeviceptr>(next)) != CUDA_SUCCESS ||
+        static_cast<uintptr_t>(base) != next || size == 0)
       return false;
     key->pieces.push_back({id, size});
     next += size;
