@@ -439,7 +439,14 @@ void MappedAllocations::offerDescriptors(const RegistryEvent& event, AllocationM
       pieces->push_back({event.key.pieces[i].bytes, i < tokens.size() ? tokens[i] : 0});
   }
   std::lock_guard<std::mutex> lock(mu_);
-  offers_[event.index] = Offered{std::move(tokens), event.generation};
+  Offered& offered = offers_[event.index];
+  if (!offered.tokens.empty() && offered.generation > event.generation) {
+    // A later allocation of the index was offered meanwhile (from another thread): this one is gone.
+    for (uint64_t token : tokens) withdrawDescriptor(token);
+    return;
+  }
+  for (uint64_t token : offered.tokens) withdrawDescriptor(token);
+  offered = Offered{std::move(tokens), event.generation};
 }
 
 // Tells every peer of an export (with what it needs to map the allocation) or a retirement.
