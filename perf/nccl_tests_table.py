@@ -1,7 +1,7 @@
 """Side-by-side table from perf/nccl_tests.sh: nccl-tests' own times for ours and stock NCCL.
 
 Usage: python perf/nccl_tests_table.py DIR [--csv FILE] [--library NAME] [--stock NAME] [--gpu TEXT]
-                                          [--against before]
+                                          [--against before|LABEL] [--ours LABEL]
        python perf/nccl_tests_table.py --readme FILE [--update README.md]
 DIR holds `{ours,stock}_BINARY_N_MODE.txt` (nccl-tests output). For each binary, rank count and mode it
 prints the ratio stock time / ours per size (the smaller of out-of-place and in-place on each side), the
@@ -9,8 +9,9 @@ geometric mean over 8 B-32 MB, the slowest ratio, and ours as a share of the mem
 32 MB (every byte that must be read or written once, at the device-to-device copy rate measured on the GPU
 that --gpu names: 3.0 TB/s on an H100, 4.3 TB/s on an H200); then, per rank count and mode, the geometric
 mean over every binary's sizes from 8 B to 32 MB. With --against before, an earlier
-build of ours (`before_*.txt`) takes stock's place, and --stock should name it. With --csv it writes
-every row, with the harness, command, both libraries, GPU and date on each.
+build of ours (`before_*.txt`) takes stock's place, and --stock should name it; --against LABEL or
+--ours LABEL put a variant's files (`LABEL_*.txt`, VARIANTS of nccl_tests.sh) in stock's or ours' place.
+With --csv it writes every row, with the harness, command, both libraries, GPU and date on each.
 
 --readme FILE prints the performance section of the top-level README.md from such a CSV: what was
 measured and how, one row per collective and mode (eager, graph) with ours / stock at three sizes and
@@ -40,7 +41,7 @@ COMMAND = (
     "BINARY_perf $SIZES -g 1 -d bfloat16 $ITERS -c 0 [-G 5] [-R r]; stock adds NCCL_MULTI_RANK_GPU_ENABLE=1 "
     "NCCL_MAX_CTAS=32/N (N > 2)"
 )
-NAME = re.compile(r"(ours|stock|before)_(\w+?)_(\d+)_(\w+)\.txt$")
+NAME = re.compile(r"([a-z][a-z0-9]*)_(\w+?)_(\d+)_(\w+)\.txt$")  # LIBRARY_BINARY_RANKS_MODE.txt
 COLUMNS = [
     "harness",
     "command",
@@ -200,10 +201,11 @@ def main() -> int:
     parser.add_argument("--stock", default="stock NCCL 2.30.7", help="the stock library timed beside ours")
     parser.add_argument(
         "--against",
-        choices=["stock", "before"],
         default="stock",
-        help="the files ours is compared with: stock_*.txt, or before_*.txt (BEFORE_LIB of nccl_tests.sh)",
+        help="the files ours is compared with: stock_*.txt, before_*.txt (BEFORE_LIB of nccl_tests.sh) or a "
+        "variant's (VARIANTS)",
     )
+    parser.add_argument("--ours", default="ours", help="which of ours: ours_*.txt, or a variant's (VARIANTS)")
     parser.add_argument("--gpu", default="1x H200 under MPS (ranks share it), CUDA 13.0")
     args = parser.parse_args()
     if args.readme:
@@ -228,7 +230,7 @@ def main() -> int:
     rate = copy_rate(args.gpu)
     every: dict[tuple[int, str], list[list[float]]] = {}  # (ranks, mode): each binary's ratios, 8 B-32 MB
     for (binary, n, mode), libs in sorted(runs.items()):
-        ours, stock = libs.get("ours", {}), libs.get(args.against, {})
+        ours, stock = libs.get(args.ours, {}), libs.get(args.against, {})
         sizes = sorted(s for s in ours if s in stock and s > 0 and ours[s] > 0 and stock[s] > 0)
         if not sizes:
             print(f"{binary:15s} {n} {mode:9s}: no comparable rows (ours {len(ours)}, stock {len(stock)})")

@@ -224,3 +224,19 @@ def test_geomean_over_every_binary(tmp_path: Path, capsys: pytest.CaptureFixture
         f"all 2 binaries  4 graph    : geomean(8B-32MB) {expected:5.2f}x over 3 sizes"
         in capsys.readouterr().out
     )
+
+
+def test_variants_take_either_side(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Files of a variant (VARIANTS of perf/nccl_tests.sh: LABEL_BINARY_N_MODE.txt) are tabled in ours'
+    place with --ours LABEL, or in stock's with --against LABEL."""
+
+    def output(time_us: float) -> str:
+        return f"1048576 524288 bfloat16 sum -1 {time_us} 1 1 0 {time_us} 1 1 0\n"
+
+    (tmp_path / "ours_reduce_scatter_4_graph_R2.txt").write_text(output(20.0))
+    (tmp_path / "stock_reduce_scatter_4_graph_R2.txt").write_text(output(12.0))
+    (tmp_path / "packet2_reduce_scatter_4_graph_R2.txt").write_text(output(10.0))
+    for extra, ratio in ((["--ours", "packet2"], 1.2), (["--against", "packet2"], 0.5), ([], 0.6)):
+        sys.argv = ["nccl_tests_table.py", str(tmp_path), "--gpu", "1x H100 under MPS", *extra]
+        assert table.main() == 0
+        assert f"reduce_scatter  4 graph_R2 : geomean(8B-32MB) {ratio:5.2f}x" in capsys.readouterr().out
