@@ -394,15 +394,4 @@ Status unmapImported(void* mapped, const std::vector<size_t>& pieceBytes) {
   return unmapPieces(drv, devptr(mapped), pieceBytes.data(), pieceBytes.size(), total);
 }
 
-Status bufferId(const void* ptr, uint64_t* id) {
-  if (ptr == nullptr || id == nullptr) return fail(Status::kInvalidArgument, "bufferId: NULL argument");
-  const CudaDriver* drv = nullptr;
-  MSCCLPP_TRY(loadCudaDriver(&drv));
-  unsigned long long value = 0;  // NOLINT(runtime/int): the attribute's documented type
-  MSCCLPP_TRY(cuStep(drv->cuPointerGetAttribute(&value, CU_POINTER_ATTRIBUTE_BUFFER_ID, devptr(ptr)),
-                     "cuPointerGetAttribute(BUFFER_ID, %p)", ptr));
-  *id = static_cast<uint64_t>(value);
-  return Status::kSuccess;
-}
-
 }  // namespace mscclpp_nccl

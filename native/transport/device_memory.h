@@ -39,8 +39,4 @@ struct ImportedPiece {
 Status importShareable(const std::vector<ImportedPiece>& pieces, void** mapped);
 Status unmapImported(void* mapped, const std::vector<size_t>& pieceBytes);
 
-// The process-wide unique id of the allocation that contains `ptr` (CU_POINTER_ATTRIBUTE_BUFFER_ID):
-// an address can be reused by a later allocation, an id cannot, so peer mappings are cached by it.
-Status bufferId(const void* ptr, uint64_t* id);
-
 }  // namespace mscclpp_nccl

@@ -64,13 +64,19 @@ std::vector<AllocationPiece> piecesOf(const AllocationKey& key) {
   return key.pieces.empty() ? std::vector<AllocationPiece>{{key.bufferId, key.bytes}} : key.pieces;
 }
 
-// CUDA's id of the allocation at `address` (0: none).
+// CUDA's id of the allocation at `address` (0: none), unique for the process's life; quiet, since the
+// helper asks it of freed memory.
 uint64_t bufferIdAt(const CudaDriver* driver, uintptr_t address) {
   unsigned long long id = 0;  // NOLINT(runtime/int): the attribute's documented type
   if (driver->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, static_cast<CUdeviceptr>(address)) !=
       CUDA_SUCCESS)
     return 0;
   return id;
+}
+
+// Withdraws the descriptor offers of one export (an index's allocation that is gone or superseded).
+void withdrawOffers(const std::vector<uint64_t>& tokens) {
+  for (uint64_t token : tokens) withdrawDescriptor(token);
 }
 
 // A run's identity: made of its pieces' ids, which CUDA never reuses, and apart from every allocation's
@@ -259,8 +265,7 @@ MappedAllocations::~MappedAllocations() {
   stop();
   for (int peer = 0; peer < nranks_; ++peer)
     for (int index = 0; index < kMaxMappedAllocations; ++index) unmapSlot(peer, static_cast<uint16_t>(index));
-  for (const Offered& offered : offers_)
-    for (uint64_t token : offered.tokens) withdrawDescriptor(token);
+  for (const Offered& offered : offers_) withdrawOffers(offered.tokens);
   if (hostStaging_) cudaFreeHost(hostStaging_);
   if (copyStream_) cudaStreamDestroy(copyStream_);
   if (lastUse_) cudaEventDestroy(lastUse_);
@@ -442,10 +447,10 @@ void MappedAllocations::offerDescriptors(const RegistryEvent& event, AllocationM
   Offered& offered = offers_[event.index];
   if (!offered.tokens.empty() && offered.generation > event.generation) {
     // A later allocation of the index was offered meanwhile (from another thread): this one is gone.
-    for (uint64_t token : tokens) withdrawDescriptor(token);
+    withdrawOffers(tokens);
     return;
   }
-  for (uint64_t token : offered.tokens) withdrawDescriptor(token);
+  withdrawOffers(offered.tokens);
   offered = Offered{std::move(tokens), event.generation};
 }
 
@@ -463,7 +468,7 @@ void MappedAllocations::announce(const RegistryEvent& event) {
     std::lock_guard<std::mutex> lock(mu_);
     Offered& offered = offers_[event.index];
     if (!offered.tokens.empty() && offered.generation <= event.generation) {
-      for (uint64_t token : offered.tokens) withdrawDescriptor(token);
+      withdrawOffers(offered.tokens);
       offered = Offered{};
     }
   }
