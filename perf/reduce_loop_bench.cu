@@ -6,15 +6,20 @@
 //
 // Build:  nvcc -std=c++17 -O3 -I. --expt-relaxed-constexpr -gencode arch=compute_90,code=sm_90 \
 //             -o build/reduce_loop_bench perf/reduce_loop_bench.cu
-// Run:    build/reduce_loop_bench [MB per rank, default 32]
+// Run:    build/reduce_loop_bench [MB per rank, default 32; fractions allowed] [blocks per rank, default
+//         the SMs shared evenly] [alias]
+// With `alias`, every buffer is cuMem memory that the kernels reach through a second mapping of the same
+// allocation, as a peer's buffer is reached through its imported handle.
 // Prints, per rank count and schedule: microseconds per call and GB/s of traffic (each rank reads its
 // segment of every input and writes it to every output: 2 N S bytes for S bytes per rank), then the
 // reduce-to-one pattern of reduce and reduce_scatter (each rank writes its segment once: (N + 1) S bytes).
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "native/primitives/chunk_primitives.cuh"
@@ -76,6 +81,41 @@ __global__ void __launch_bounds__(kThreads) reduceToOne(Buffers b, int blocksPer
       (p.length + 15) / 16, b.nranks, 1,
       [&](int r, size_t i) { return loadUnit<T>(b.inputs[r] + p.start, i, p.length, 16); },
       [&](size_t i, Unit u) { storeUnit<T>(b.outputs[p.me] + p.start, i, p.length, 16, u); });
+}
+
+// Asks the copy engine of the SM (TMA) to bring `bytes` (a multiple of 16, 16-byte aligned) into L2, so
+// that the loop's loads that follow hit L2 instead of each waiting out a DRAM latency.
+__device__ __forceinline__ void prefetchL2(const void* p, size_t bytes) {
+  for (size_t off = 0; off < bytes; off += 1u << 20) {
+    const uint32_t n = static_cast<uint32_t>(min(bytes - off, size_t(1) << 20));
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(static_cast<const char*>(p) + off), "r"(n)
+                 : "memory");
+  }
+}
+
+// reduceToOne after one thread per rank has asked for the block's part of that rank's input in L2.
+template <typename T, int kUnroll, int kGroup>
+__global__ void __launch_bounds__(kThreads) reduceToOnePrefetched(Buffers b, int blocksPerRank) {
+  const Part p = partOf(b, blocksPerRank);
+  if (threadIdx.x < b.nranks) prefetchL2(b.inputs[threadIdx.x] + p.start, (p.length + 15) / 16 * 16);
+  reduceUnits<T, OpSum, kUnroll, kGroup>(
+      (p.length + 15) / 16, b.nranks, 1,
+      [&](int r, size_t i) { return loadUnit<T>(b.inputs[r] + p.start, i, p.length, 16); },
+      [&](size_t i, Unit u) { storeUnit<T>(b.outputs[p.me] + p.start, i, p.length, 16, u); });
+}
+
+// reduceLibrary<T, 2, 8> after the same prefetch.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) reducePrefetched(Buffers b, int blocksPerRank) {
+  const Part p = partOf(b, blocksPerRank);
+  if (threadIdx.x < b.nranks) prefetchL2(b.inputs[threadIdx.x] + p.start, (p.length + 15) / 16 * 16);
+  reduceUnits<T, OpSum, 2, 8>(
+      (p.length + 15) / 16, b.nranks, 1,
+      [&](int r, size_t i) { return loadUnit<T>(b.inputs[r] + p.start, i, p.length, 16); },
+      [&](size_t i, Unit u) {
+        for (int k = 0; k < b.nranks; ++k)
+          storeUnit<T>(b.outputs[(p.me + k) % b.nranks] + p.start, i, p.length, 16, u);
+      });
 }
 
 // Schedule 1: every rank's loads of kUnroll units issued before any is used (kRanks fixed).
@@ -161,8 +201,52 @@ bool checkOutputs(const Buffers& b) {
   return true;
 }
 
+bool useAlias = false;
+
+// `bytes` of device memory: cudaMalloc's, or (useAlias) a cuMem allocation mapped twice, the second
+// mapping returned.
+char* allocate(size_t bytes) {
+  if (!useAlias) {
+    char* p;
+    CHECK(cudaMalloc(&p, bytes));
+    return p;
+  }
+  // The driver's calls through the runtime, so that the tool links without libcuda.
+  auto driver = [](const char* name) {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult query;
+    CHECK(cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &query));
+    return fn;
+  };
+  static auto memCreate = reinterpret_cast<decltype(&cuMemCreate)>(driver("cuMemCreate"));
+  static auto reserve = reinterpret_cast<decltype(&cuMemAddressReserve)>(driver("cuMemAddressReserve"));
+  static auto map = reinterpret_cast<decltype(&cuMemMap)>(driver("cuMemMap"));
+  static auto setAccess = reinterpret_cast<decltype(&cuMemSetAccess)>(driver("cuMemSetAccess"));
+  static auto granularityOf =
+      reinterpret_cast<decltype(&cuMemGetAllocationGranularity)>(driver("cuMemGetAllocationGranularity"));
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  size_t granularity = 0;
+  granularityOf(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+  const size_t size = (bytes + granularity - 1) / granularity * granularity;
+  CUmemGenericAllocationHandle handle;
+  CUdeviceptr first, second;
+  CUmemAccessDesc access = {};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if (memCreate(&handle, size, &prop, 0) != CUDA_SUCCESS || reserve(&first, size, 0, 0, 0) ||
+      reserve(&second, size, 0, 0, 0) || map(first, size, 0, handle, 0) || map(second, size, 0, handle, 0) ||
+      setAccess(first, size, &access, 1) || setAccess(second, size, &access, 1)) {
+    std::fprintf(stderr, "cuMem allocation failed\n");
+    std::exit(1);
+  }
+  return reinterpret_cast<char*>(second);
+}
+
 template <int kRanks>
-void runRanks(size_t bytes, int sms) {
+void runRanks(size_t bytes, int sms, int blocksPerRankGiven) {
   Buffers b{};
   b.nranks = kRanks;
   b.bytes = bytes;
@@ -170,13 +254,12 @@ void runRanks(size_t bytes, int sms) {
   std::vector<__nv_bfloat16> host(bytes / 2);
   for (int r = 0; r < kRanks; ++r) {
     for (size_t i = 0; i < host.size(); ++i) host[i] = __float2bfloat16(float((i + r) % 7));
-    char* in;
-    CHECK(cudaMalloc(&in, bytes));
+    char* in = allocate(bytes);
     CHECK(cudaMemcpy(in, host.data(), bytes, cudaMemcpyHostToDevice));
     b.inputs[r] = in;
-    CHECK(cudaMalloc(&b.outputs[r], bytes));
+    b.outputs[r] = allocate(bytes);
   }
-  const int blocksPerRank = sms / kRanks;
+  const int blocksPerRank = blocksPerRankGiven > 0 ? blocksPerRankGiven : sms / kRanks;
   const double traffic = 2.0 * kRanks * bytes;
   auto report = [&](const char* name, double us, bool ok) {
     std::printf("ranks %d  %-28s %8.1f us  %7.0f GB/s  %s\n", kRanks, name, us, traffic / us / 1e3,
@@ -201,6 +284,8 @@ void runRanks(size_t bytes, int sms) {
   report("all ranks first, 32 loads", us, checkOutputs(b));
   us = timeKernel(reduceLibrary<__nv_bfloat16, 8, 1>, b, 2 * blocksPerRank);
   report("8 units x 1 rank, 2x blocks", us, checkOutputs(b));
+  us = timeKernel(reducePrefetched<__nv_bfloat16>, b, blocksPerRank);
+  report("2 units x 8 ranks, L2 prefetch", us, checkOutputs(b));
   us = timeKernel(copySameBytes<__nv_bfloat16>, b, blocksPerRank);
   report("copy, same bytes", us, true);
   // Reduce-to-one: nranks reads per write; traffic (nranks + 1) x S.
@@ -211,11 +296,12 @@ void runRanks(size_t bytes, int sms) {
   reportOne("2 units x 8 ranks", timeKernel(reduceToOne<__nv_bfloat16, 2, 8>, b, blocksPerRank));
   reportOne("2 units x 8, 2x blocks", timeKernel(reduceToOne<__nv_bfloat16, 2, 8>, b, 2 * blocksPerRank));
   reportOne("4 units x 2 ranks", timeKernel(reduceToOne<__nv_bfloat16, 4, 2>, b, blocksPerRank));
+  reportOne("4 x 2, L2 prefetch", timeKernel(reduceToOnePrefetched<__nv_bfloat16, 4, 2>, b, blocksPerRank));
   reportOne("4 units x 4 ranks", timeKernel(reduceToOne<__nv_bfloat16, 4, 4>, b, blocksPerRank));
   reportOne("8 units x 1 rank", timeKernel(reduceToOne<__nv_bfloat16, 8, 1>, b, blocksPerRank));
   reportOne("8 units x 2 ranks", timeKernel(reduceToOne<__nv_bfloat16, 8, 2>, b, blocksPerRank));
   reportOne("1 unit x 8 ranks", timeKernel(reduceToOne<__nv_bfloat16, 1, 8>, b, blocksPerRank));
-  for (int r = 0; r < kRanks; ++r) {
+  for (int r = 0; r < kRanks && !useAlias; ++r) {  // cuMem memory is left to the process's exit
     CHECK(cudaFree(const_cast<char*>(b.inputs[r])));
     CHECK(cudaFree(b.outputs[r]));
   }
@@ -224,12 +310,17 @@ void runRanks(size_t bytes, int sms) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const size_t bytes = (argc > 1 ? std::atoll(argv[1]) : 32) << 20;
+  const size_t bytes = static_cast<size_t>((argc > 1 ? std::atof(argv[1]) : 32.0) * (1 << 20)) / 256 * 256;
+  const int blocksPerRank = argc > 2 ? std::atoi(argv[2]) : 0;
+  useAlias = argc > 3 && std::string(argv[3]) == "alias";
+  CHECK(cudaFree(nullptr));  // the runtime's context, which the driver's calls use
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("%s, %d SMs, %zu MB per rank\n", prop.name, prop.multiProcessorCount, bytes >> 20);
-  runRanks<2>(bytes, prop.multiProcessorCount);
-  runRanks<4>(bytes, prop.multiProcessorCount);
-  runRanks<8>(bytes, prop.multiProcessorCount);
+  std::printf("%s, %d SMs, %zu KB per rank, %d blocks per rank (0: SMs / ranks), %s\n", prop.name,
+              prop.multiProcessorCount, bytes >> 10, blocksPerRank,
+              useAlias ? "cuMem through a second mapping" : "cudaMalloc");
+  runRanks<2>(bytes, prop.multiProcessorCount, blocksPerRank);
+  runRanks<4>(bytes, prop.multiProcessorCount, blocksPerRank);
+  runRanks<8>(bytes, prop.multiProcessorCount, blocksPerRank);
   return 0;
 }
