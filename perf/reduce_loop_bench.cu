@@ -56,12 +56,29 @@ __device__ Part partOf(const Buffers& b, int blocksPerRank) {
   return p;
 }
 
+// Asks the copy engine of the SM (TMA) to bring `bytes` (a multiple of 16, 16-byte aligned) into L2, so
+// that the loop's loads that follow hit L2 instead of each waiting out a DRAM latency.
+__device__ __forceinline__ void prefetchL2(const void* p, size_t bytes) {
+  for (size_t off = 0; off < bytes; off += 1u << 20) {
+    const uint32_t n = static_cast<uint32_t>(min(bytes - off, size_t(1) << 20));
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(static_cast<const char*>(p) + off), "r"(n)
+                 : "memory");
+  }
+}
+
+// One thread per rank asks for the block's part of that rank's input in L2 (the schedules with kPrefetch).
+__device__ __forceinline__ void prefetchPart(const Buffers& b, const Part& p) {
+  if (threadIdx.x < b.nranks) prefetchL2(b.inputs[threadIdx.x] + p.start, (p.length + 15) / 16 * 16);
+}
+
 // Schedule 0: the library's reduceUnits, kGroup ranks' kUnroll units in flight (the library has used
 // kGroup 1: one rank's 8 units at a time).
 // kConstantAlignment: the alignment is the constant 16, so the compiler drops the unaligned paths.
-template <typename T, int kUnroll, int kGroup, bool kConstantAlignment = true>
+// kPrefetch: the block's parts of the inputs are asked for in L2 first (prefetchPart).
+template <typename T, int kUnroll, int kGroup, bool kConstantAlignment = true, bool kPrefetch = false>
 __global__ void __launch_bounds__(kThreads) reduceLibrary(Buffers b, int blocksPerRank) {
   const Part p = partOf(b, blocksPerRank);
+  if (kPrefetch) prefetchPart(b, p);
   const int alignment = kConstantAlignment ? 16 : b.alignment;
   reduceUnits<T, OpSum, kUnroll, kGroup>(
       (p.length + 15) / 16, b.nranks, 1,
@@ -74,48 +91,14 @@ __global__ void __launch_bounds__(kThreads) reduceLibrary(Buffers b, int blocksP
 
 // The reduce and reduce-scatter pattern: as reduceLibrary, but the result goes to this rank's output
 // only, so reads outnumber writes nranks to one.
-template <typename T, int kUnroll, int kGroup>
+template <typename T, int kUnroll, int kGroup, bool kPrefetch = false>
 __global__ void __launch_bounds__(kThreads) reduceToOne(Buffers b, int blocksPerRank) {
   const Part p = partOf(b, blocksPerRank);
+  if (kPrefetch) prefetchPart(b, p);
   reduceUnits<T, OpSum, kUnroll, kGroup>(
       (p.length + 15) / 16, b.nranks, 1,
       [&](int r, size_t i) { return loadUnit<T>(b.inputs[r] + p.start, i, p.length, 16); },
       [&](size_t i, Unit u) { storeUnit<T>(b.outputs[p.me] + p.start, i, p.length, 16, u); });
-}
-
-// Asks the copy engine of the SM (TMA) to bring `bytes` (a multiple of 16, 16-byte aligned) into L2, so
-// that the loop's loads that follow hit L2 instead of each waiting out a DRAM latency.
-__device__ __forceinline__ void prefetchL2(const void* p, size_t bytes) {
-  for (size_t off = 0; off < bytes; off += 1u << 20) {
-    const uint32_t n = static_cast<uint32_t>(min(bytes - off, size_t(1) << 20));
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(static_cast<const char*>(p) + off), "r"(n)
-                 : "memory");
-  }
-}
-
-// reduceToOne after one thread per rank has asked for the block's part of that rank's input in L2.
-template <typename T, int kUnroll, int kGroup>
-__global__ void __launch_bounds__(kThreads) reduceToOnePrefetched(Buffers b, int blocksPerRank) {
-  const Part p = partOf(b, blocksPerRank);
-  if (threadIdx.x < b.nranks) prefetchL2(b.inputs[threadIdx.x] + p.start, (p.length + 15) / 16 * 16);
-  reduceUnits<T, OpSum, kUnroll, kGroup>(
-      (p.length + 15) / 16, b.nranks, 1,
-      [&](int r, size_t i) { return loadUnit<T>(b.inputs[r] + p.start, i, p.length, 16); },
-      [&](size_t i, Unit u) { storeUnit<T>(b.outputs[p.me] + p.start, i, p.length, 16, u); });
-}
-
-// reduceLibrary<T, 2, 8> after the same prefetch.
-template <typename T>
-__global__ void __launch_bounds__(kThreads) reducePrefetched(Buffers b, int blocksPerRank) {
-  const Part p = partOf(b, blocksPerRank);
-  if (threadIdx.x < b.nranks) prefetchL2(b.inputs[threadIdx.x] + p.start, (p.length + 15) / 16 * 16);
-  reduceUnits<T, OpSum, 2, 8>(
-      (p.length + 15) / 16, b.nranks, 1,
-      [&](int r, size_t i) { return loadUnit<T>(b.inputs[r] + p.start, i, p.length, 16); },
-      [&](size_t i, Unit u) {
-        for (int k = 0; k < b.nranks; ++k)
-          storeUnit<T>(b.outputs[(p.me + k) % b.nranks] + p.start, i, p.length, 16, u);
-      });
 }
 
 // Schedule 1: every rank's loads of kUnroll units issued before any is used (kRanks fixed).
@@ -284,7 +267,7 @@ void runRanks(size_t bytes, int sms, int blocksPerRankGiven) {
   report("all ranks first, 32 loads", us, checkOutputs(b));
   us = timeKernel(reduceLibrary<__nv_bfloat16, 8, 1>, b, 2 * blocksPerRank);
   report("8 units x 1 rank, 2x blocks", us, checkOutputs(b));
-  us = timeKernel(reducePrefetched<__nv_bfloat16>, b, blocksPerRank);
+  us = timeKernel(reduceLibrary<__nv_bfloat16, 2, 8, true, true>, b, blocksPerRank);
   report("2 units x 8 ranks, L2 prefetch", us, checkOutputs(b));
   us = timeKernel(copySameBytes<__nv_bfloat16>, b, blocksPerRank);
   report("copy, same bytes", us, true);
@@ -296,7 +279,7 @@ void runRanks(size_t bytes, int sms, int blocksPerRankGiven) {
   reportOne("2 units x 8 ranks", timeKernel(reduceToOne<__nv_bfloat16, 2, 8>, b, blocksPerRank));
   reportOne("2 units x 8, 2x blocks", timeKernel(reduceToOne<__nv_bfloat16, 2, 8>, b, 2 * blocksPerRank));
   reportOne("4 units x 2 ranks", timeKernel(reduceToOne<__nv_bfloat16, 4, 2>, b, blocksPerRank));
-  reportOne("4 x 2, L2 prefetch", timeKernel(reduceToOnePrefetched<__nv_bfloat16, 4, 2>, b, blocksPerRank));
+  reportOne("4 x 2, L2 prefetch", timeKernel(reduceToOne<__nv_bfloat16, 4, 2, true>, b, blocksPerRank));
   reportOne("4 units x 4 ranks", timeKernel(reduceToOne<__nv_bfloat16, 4, 4>, b, blocksPerRank));
   reportOne("8 units x 1 rank", timeKernel(reduceToOne<__nv_bfloat16, 8, 1>, b, blocksPerRank));
   reportOne("8 units x 2 ranks", timeKernel(reduceToOne<__nv_bfloat16, 8, 2>, b, blocksPerRank));
