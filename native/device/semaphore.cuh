@@ -23,11 +23,12 @@ __device__ __forceinline__ MemoryScope peerScope(bool oneGpu) {
 }
 
 // Publishes `value` at `counter` (usually a peer's memory) after every store this thread made, or saw
-// through a barrier, before the call.
+// through a barrier, before the call. At device scope the release store alone orders them (release is
+// cumulative over what the thread saw through __syncthreads); a fence before it made mapped calls 1-9%
+// slower at 2-8 MB, 4 ranks on one H100 (perf/barrier-release-2026-12-06.csv).
 __device__ __forceinline__ void semaphoreSignal(uint64_t* counter, uint64_t value,
                                                 MemoryScope scope = MemoryScope::kSystem) {
   if (scope == MemoryScope::kDevice) {
-    __threadfence();
     asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(counter), "l"(value) : "memory");
   } else {
     __threadfence_system();
