@@ -10,6 +10,7 @@
 #   VARIANTS="LABEL:NAME=VALUE[;NAME=VALUE...] ..." also times our library once per variant with those
 #   settings added (files LABEL_*.txt, LABEL lowercase letters and digits; table one with --ours LABEL),
 #   so that an experiment's settings share one run of stock. A value may hold commas and '='.
+#   STOCK_LIB "-" times no stock (an experiment between builds or variants of ours).
 # e.g. perf/nccl_tests.sh /tmp/out $NT $PWD/mscclpp_nccl/lib/libnccl.so.2 $STOCK "4 8" "eager graph" all_reduce
 set -u
 out=${1:?usage: see the header}
@@ -40,7 +41,7 @@ for n in $ranks; do
     case $mode in graph*) flags+=(-G 5) ;; esac
     case $mode in *_R*) flags+=(-R "${mode##*_R}") ;; esac
     for binary in "$@"; do
-      for lib in ours stock ${BEFORE_LIB:+before} $variant_labels; do
+      for lib in ours $([ "$stock" = - ] || echo stock) ${BEFORE_LIB:+before} $variant_labels; do
         env=(-x NCCL_TESTS_DEVICE=0 -x NCCL_NVLS_ENABLE=0 -x CUDA_MPS_PIPE_DIRECTORY)
         if [ $lib != stock ]; then
           if [ $lib = before ]; then env+=(-x LD_PRELOAD="$BEFORE_LIB"); else env+=(-x LD_PRELOAD="$ours"); fi
