@@ -451,7 +451,7 @@ Status Communicator::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
     return Status::kSuccess;
   }
   DirectBuffers windows;
-  const bool inWindows = findDirectBuffers(args.send, args.recv, bytes, &windows);
+  const bool inWindows = findDirectBuffers(args.send, bytes, args.recv, bytes, &windows);
   // Every rank reaches the same plan (windows are collective, the rest is the call's shape).
   const CallPlan plan = selector_.plan(
       {Collective::kAllReduce, dataTypeSize(args.type), bytes, inWindows, args.op.scaling.preMultiply});
@@ -529,10 +529,10 @@ Status Communicator::deregisterWindow(SymmetricWindow* window) {
   return Status::kSuccess;
 }
 
-bool Communicator::findDirectBuffers(const void* send, const void* recv, size_t bytes,
+bool Communicator::findDirectBuffers(const void* send, size_t sendBytes, const void* recv, size_t recvBytes,
                                      DirectBuffers* out) const {
   std::lock_guard<std::mutex> lock(windowsMutex_);
-  auto find = [&](const void* ptr, PeerBuffers* buffers) {
+  auto find = [&](const void* ptr, size_t bytes, PeerBuffers* buffers) {
     for (const auto& window : windows_) {
       if (!window->mapped() || !window->contains(ptr, bytes)) continue;
       buffers->bases = window->devicePeerTable();
@@ -541,7 +541,7 @@ bool Communicator::findDirectBuffers(const void* send, const void* recv, size_t 
     }
     return false;
   };
-  return find(send, &out->send) && find(recv, &out->recv);
+  return find(send, sendBytes, &out->send) && find(recv, recvBytes, &out->recv);
 }
 
 Status Communicator::exchange(const ExchangeArgs& args, cudaStream_t stream) {
@@ -559,10 +559,14 @@ Status Communicator::exchange(const ExchangeArgs& args, cudaStream_t stream) {
                                         args.reduce && args.op.scaling.preMultiply});
   bool capturing = false;
   MappedCall mapped{};
-  if (plan.mapped) {
+  // The extents of this rank's buffers that the call touches.
+  const size_t srcBytes = args.srcStride * (nranks_ - 1) + args.rangeBytes;
+  const size_t dstBytes = args.dstStride * (nranks_ - 1) + args.rangeBytes;
+  DirectBuffers windows;
+  const bool inWindows = plan.mapped && exchangeMayUseWindows(call, srcBytes, dstBytes) &&
+                         findDirectBuffers(args.src, srcBytes, args.dst, dstBytes, &windows);
+  if (plan.mapped && !inWindows) {
     // What the peers read or write of this rank's buffers (exchange.h: mappedFlow).
-    const size_t srcBytes = args.srcStride * (nranks_ - 1) + args.rangeBytes;
-    const size_t dstBytes = args.dstStride * (nranks_ - 1) + args.rangeBytes;
     mapped = describeBuffers(peersReadSource(call, rank_) ? args.src : nullptr, srcBytes,
                              peersWriteDestination(call, rank_) ? args.dst : nullptr, dstBytes, call.ticket,
                              &capturing);
@@ -573,8 +577,9 @@ Status Communicator::exchange(const ExchangeArgs& args, cudaStream_t stream) {
       mapped.send.ready = 0;
   }
   uint64_t published = 0;
-  MSCCLPP_TRY(runExchange(transports_, plan, call, plan.mapped ? &mapped : nullptr, stream, &published));
-  if (plan.mapped && !capturing) mapped_->markUsed(stream);
+  MSCCLPP_TRY(runExchange(transports_, plan, call, plan.mapped ? &mapped : nullptr,
+                          inWindows ? &windows : nullptr, stream, &published));
+  if (plan.mapped && !inWindows && !capturing) mapped_->markUsed(stream);
   order_.published(published);
   return Status::kSuccess;
 }

@@ -189,9 +189,10 @@ class Communicator final : public CollectiveComm {
   Status oneSidedRefusal(const char* what) const;
   // On the bootstrap's receiver thread (no CUDA calls): records the rank and stops the kernels.
   void onPeerLost(int peer);
-  // Both buffers (`bytes` each) on every rank, when each lies in a mapped window here (then, by the
-  // windows' promise, at the same offset on every rank).
-  bool findDirectBuffers(const void* send, const void* recv, size_t bytes, DirectBuffers* out) const;
+  // Both buffers on every rank, when each (its first sendBytes / recvBytes) lies in a mapped window here
+  // (then, by the windows' promise, at the same offset on every rank).
+  bool findDirectBuffers(const void* send, size_t sendBytes, const void* recv, size_t recvBytes,
+                         DirectBuffers* out) const;
   // This rank's description of a call's buffers for the mapped zero-copy kernels: `send` (null: peers
   // read nothing of it) and `recv` (null: peers write nothing of it). Sets *capturing when the call
   // is being captured (as beginCall found it).

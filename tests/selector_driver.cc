@@ -23,9 +23,11 @@
 //     choice row: the one plan a call gets (AlgorithmSelector::plan).
 //     "registry" answers a line "NAME SERVES_ALL_REDUCE SERVES_AN_EXCHANGE HAS_ALL_REDUCE_LAUNCH
 //     HAS_EXCHANGE_LAUNCH PUBLISHES PROTOCOL" per algorithm, then "end".
-//     "mapped-flow COLLECTIVE RANK ROOT" answers "mapped-flow SPREAD PUSH READS WRITES" (each 0 or 1): how
-//     the zero-copy exchange moves rank RANK's call as native/collective_plans.h plans it, and whether
-//     its peers read its source and write into its destination (exchange.h: mappedFlow).
+//     "mapped-flow COLLECTIVE RANK ROOT [IN_PLACE]" answers "mapped-flow SPREAD PUSH READS WRITES WINDOWS"
+//     (each 0 or 1): how the zero-copy exchange moves rank RANK's call as native/collective_plans.h plans
+//     it, whether its peers read its source and write into its destination (exchange.h: mappedFlow), and
+//     whether in symmetric windows it may skip posting its buffers (exchangeMayUseWindows). IN_PLACE 1:
+//     both buffers start at one address.
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -79,7 +81,7 @@ Status launchAllReduceMapped(const ZeroCopyComm&, const ChunkComm&, const AllRed
   return notLinked();
 }
 Status launchExchangeMapped(const ZeroCopyComm&, const ChunkComm&, const ExchangeArgs&, const MappedCall&,
-                            LaunchShape, LaunchShape, cudaStream_t) {
+                            const DirectBuffers*, LaunchShape, LaunchShape, cudaStream_t) {
   return notLinked();
 }
 Status launchP2p(const P2pComm&, const std::vector<P2pOp>& ops, int, int, uint64_t ticket, cudaStream_t) {
@@ -169,9 +171,10 @@ int main(int argc, char** argv) {
       continue;
     }
     if (line.rfind("mapped-flow ", 0) == 0) {
-      int rank = 0, root = 0;
-      words >> name >> name >> rank >> root;
-      static char source[64], destination[64];
+      int rank = 0, root = 0, inPlace = 0;
+      words >> name >> name >> rank >> root >> inPlace;
+      static char source[64], separate[64];
+      char* destination = inPlace ? source : separate;
       const mscclpp_nccl::DataType type = mscclpp_nccl::DataType::kBfloat16;
       const mscclpp_nccl::ReduceOp sum{};
       mscclpp_nccl::ExchangeArgs args{};
@@ -195,8 +198,11 @@ int main(int argc, char** argv) {
       }
       mscclpp_nccl::collectiveFromName(name, &args.collective);  // as Communicator::exchange sets it
       const mscclpp_nccl::MappedFlow flow = mscclpp_nccl::mappedFlow(args);
-      printf("mapped-flow %d %d %d %d\n", flow.spread, flow.push, mscclpp_nccl::peersReadSource(args, rank),
-             mscclpp_nccl::peersWriteDestination(args, rank));
+      const size_t srcBytes = args.srcStride * (nranks - 1) + args.rangeBytes;  // as the communicator does
+      const size_t dstBytes = args.dstStride * (nranks - 1) + args.rangeBytes;
+      printf("mapped-flow %d %d %d %d %d\n", flow.spread, flow.push,
+             mscclpp_nccl::peersReadSource(args, rank), mscclpp_nccl::peersWriteDestination(args, rank),
+             mscclpp_nccl::exchangeMayUseWindows(args, srcBytes, dstBytes));
       continue;
     }
     if (line.rfind("mapped-shape ", 0) == 0) {

@@ -493,18 +493,20 @@ def test_mapped_shape_serves_both_schedules(driver: Path) -> None:
 
 
 # How each collective's zero-copy exchange moves data, per rank (root 1 of 4): (spread, push, peers read
-# its source, peers write its destination). Each range is read once: all_gather and broadcast push it
-# into every destination (broadcast spread over the ranks' segments of the root's range, so only the
-# root's source is read); a reduce spreads its reduction, every rank reading every source and writing
-# into the root's destination; the rest pull what they receive from the senders' sources.
+# its source, peers write its destination, may skip posting in windows). Each range is read once:
+# all_gather and broadcast push it into every destination (broadcast spread over the ranks' segments of
+# the root's range, so only the root's source is read); a reduce spreads its reduction, every rank reading
+# every source and writing into the root's destination; the rest pull what they receive from the
+# senders' sources. In windows only calls whose every rank passes both buffers skip posting them: rooted
+# calls' ranks may pass buffers they do not use.
 MAPPED_FLOWS = {
-    "all_gather": {0: (0, 1, 0, 1), 1: (0, 1, 0, 1)},
-    "broadcast": {0: (1, 1, 0, 1), 1: (1, 1, 1, 1)},
-    "reduce": {0: (1, 0, 1, 0), 1: (1, 0, 1, 1)},
-    "reduce_scatter": {0: (0, 0, 1, 0), 1: (0, 0, 1, 0)},
-    "alltoall": {0: (0, 0, 1, 0), 1: (0, 0, 1, 0)},
-    "gather": {0: (0, 0, 1, 0), 1: (0, 0, 0, 0)},
-    "scatter": {0: (0, 0, 0, 0), 1: (0, 0, 1, 0)},
+    "all_gather": {0: (0, 1, 0, 1, 1), 1: (0, 1, 0, 1, 1)},
+    "broadcast": {0: (1, 1, 0, 1, 0), 1: (1, 1, 1, 1, 0)},
+    "reduce": {0: (1, 0, 1, 0, 0), 1: (1, 0, 1, 1, 0)},
+    "reduce_scatter": {0: (0, 0, 1, 0, 1), 1: (0, 0, 1, 0, 1)},
+    "alltoall": {0: (0, 0, 1, 0, 1), 1: (0, 0, 1, 0, 1)},
+    "gather": {0: (0, 0, 1, 0, 0), 1: (0, 0, 0, 0, 0)},
+    "scatter": {0: (0, 0, 0, 0, 0), 1: (0, 0, 1, 0, 0)},
 }
 
 
@@ -519,6 +521,18 @@ def test_mapped_flow_maps_what_peers_touch(driver: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     rows = [tuple(int(word) for word in line.split()[1:]) for line in proc.stdout.splitlines()]
     assert rows == [MAPPED_FLOWS[name][rank] for name, rank in queries], proc.stdout
+
+
+def test_only_alltoall_in_place_posts_its_buffers_in_windows(driver: Path) -> None:
+    """In place, an alltoall's peers would read source ranges already overwritten, so it goes through
+    scratch (its posts say so); all_gather and reduce_scatter in place still find their peers in windows."""
+    names = ["all_gather", "reduce_scatter", "alltoall"]
+    text = "".join(f"mapped-flow {name} 0 1 1\n" for name in names)
+    proc = subprocess.run(
+        [str(driver), *COMMS[4].args()], input=text, capture_output=True, text=True, env=driver_env()
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert [line.split()[-1] for line in proc.stdout.splitlines()] == ["1", "1", "0"], proc.stdout
 
 
 def test_zero_copy_default_shape(driver: Path) -> None:

@@ -4,11 +4,13 @@ checked against NumPy. The scenarios live in tests/gpu/window_worker.py; each ra
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from multirank import ROOT, assert_all_passed, run_ranks
 
 WORKER = ROOT / "tests" / "gpu" / "window_worker.py"
-SCENARIOS = ["matrix", "small", "large", "cudamalloc", "group", "graph", "fallbacks"]
+SCENARIOS = ["matrix", "small", "large", "cudamalloc", "group", "graph", "fallbacks", "exchanges"]
 # Zero-copy forced at every size, on an odd grid: segments shorter than a block's share, idle blocks.
 FORCED_SCENARIOS = ["small", "large", "graph"]
 LOG = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,TUNING"}
@@ -22,6 +24,8 @@ def test_windows(nranks: int) -> None:
     assert_all_passed(output, SCENARIOS, nranks)
     assert "zero-copy collectives" in output, "no window was mapped by every rank"
     assert "allreduce_zero_copy" in output, "no all-reduce ran zero-copy"
+    for name in ("all_gather", "reduce_scatter", "alltoall"):
+        assert re.search(rf"{name} \d+ bytes \S+: zero-copy \(in windows\)", output), f"no {name} in windows"
     assert "copy through scratch" not in output, "a window could not be mapped by every rank"
 
 

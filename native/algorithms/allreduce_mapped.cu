@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
   const uint64_t call = comm.calls[blockIdx.x] + 1;
   const MappedCall posted = postedCall(mine, Collective::kAllReduce, bytes, 0);
   const MappedAgreement agreed =
-      agreeOnMappedCall(comm, posted, call, wait, [&](int r, const MappedCall& theirs) {
+      agreeOnMappedCall(comm, posted, call, wait, false, [&](int r, const MappedCall& theirs) {
         if (r == me) {
           setRankBuffers(part, r, static_cast<const char*>(args.send), static_cast<char*>(args.recv));
           return true;

@@ -17,6 +17,8 @@
 
 namespace mscclpp_nccl {
 
+struct DirectBuffers;
+
 enum class PeerSet : int { kNone = 0, kAll = 1, kRoot = 2 };
 
 __host__ __device__ inline bool peerSetHas(PeerSet set, int rank, int root) {
@@ -115,12 +117,24 @@ __host__ __device__ inline bool peersWriteDestination(const ExchangeArgs& args, 
   return flow.push || (flow.spread && args.reduce && rank == args.root);
 }
 
+// Whether an exchange whose buffers lie in symmetric windows may find the peers' there without posting
+// them (launchExchangeMapped): every rank of a call that is not rooted passes both buffers, at the same
+// offsets in its windows, where a rooted call's ranks may pass buffers they do not use; and an alltoall
+// in place must go through scratch (its peers would read ranges already overwritten).
+inline bool exchangeMayUseWindows(const ExchangeArgs& args, size_t srcBytes, size_t dstBytes) {
+  const char* src = static_cast<const char*>(args.src);
+  const char* dst = static_cast<const char*>(args.dst);
+  const bool overlap = src < dst + dstBytes && dst < src + srcBytes;
+  return !isRooted(args.collective) && !(args.collective == Collective::kAlltoAll && overlap);
+}
+
 // The same exchange with no scratch, on buffers anywhere (transport/mapped_allocations.h), as above:
 // where every rank's are mapped by every peer, straight between the ranks' buffers; else none does, and
 // the same kernel runs the chunked exchange's schedule over `chunks` for a grid of `scratch`. One kernel
-// on `shape`, whose grid is at least scratch's. Not for PreMulSum.
+// on `shape`, whose grid is at least scratch's. Not for PreMulSum. `windows` (or null): the buffers lie in
+// symmetric windows (exchangeInWindows), and the ranks skip posting and checking their descriptions.
 Status launchExchangeMapped(const ZeroCopyComm& comm, const ChunkComm& chunks, const ExchangeArgs& args,
-                            const MappedCall& mine, LaunchShape shape, LaunchShape scratch,
-                            cudaStream_t stream);
+                            const MappedCall& mine, const DirectBuffers* windows, LaunchShape shape,
+                            LaunchShape scratch, cudaStream_t stream);
 
 }  // namespace mscclpp_nccl

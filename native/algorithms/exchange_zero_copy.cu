@@ -2,6 +2,7 @@
 #include "native/algorithms/exchange_chunked.cuh"
 #include "native/algorithms/kernel_launch.h"
 #include "native/algorithms/module_anchor.h"
+#include "native/algorithms/transports.h"
 #include "native/algorithms/type_shards.cuh"
 #include "native/algorithms/zero_copy_kernel.cuh"
 #include "native/common/logging.h"
@@ -66,6 +67,85 @@ __device__ __noinline__ void exchangeScratchFallback(const ChunkComm& chunks, co
   exchangeChunked<T, Op, kReduce>(chunks, args, schedule);
 }
 
+// Where a block of the mapped exchange reads and writes each rank's buffers (null where it does not), and
+// how those addresses are aligned (unitAlignment).
+struct MappedPart {
+  const char* sources[kMaxZeroCopyRanks];  // this block's part of rank r's range `me`
+  int sourceAlignment[kMaxZeroCopyRanks];
+  char* destinations[kMaxZeroCopyRanks];  // what this rank writes of rank r's destination
+  int destinationAlignment[kMaxZeroCopyRanks];
+};
+
+// The block's `n` bytes from `first` on, once `part` holds every rank's pointers (see the kernel below).
+template <typename T, typename Op, bool kReduce>
+__device__ __forceinline__ void moveMappedPart(const ExchangeArgs& args, const MappedPart& part, size_t first,
+                                               size_t n, int me, int nranks) {
+  const MappedFlow flow = mappedFlow(args);
+  const int pusher = flow.spread ? args.root : me;  // whose source a push reads
+  char* dst = static_cast<char*>(args.dst);
+  if (kReduce && (flow.spread || args.recvFrom == PeerSet::kAll)) {
+    const ChunkRef out = flow.spread
+                             ? ChunkRef{part.destinations[args.root], n, part.destinationAlignment[args.root]}
+                             : userChunk(dst + me * args.dstStride + first, n);
+    bool aligned = out.alignment == 16;
+    for (int r = threadIdx.x; r < nranks; r += blockDim.x) aligned = aligned && part.sourceAlignment[r] == 16;
+    withUnitAlignment(aligned, [&](auto kAligned) {
+      reduceRanges<T, Op, decltype(kAligned)::value>(part.sources, part.sourceAlignment, out, n, nranks,
+                                                     args.op.scaling.postDivisor);
+    });
+  } else if (!kReduce && flow.push) {
+    bool aligned = part.sourceAlignment[pusher] == 16;
+    for (int r = threadIdx.x; r < nranks; r += blockDim.x)
+      aligned = aligned && part.destinationAlignment[r] == 16;
+    withUnitAlignment(aligned, [&](auto kAligned) {
+      pushRange<T, decltype(kAligned)::value>(part.sources[pusher], part.sourceAlignment[pusher],
+                                              part.destinations, part.destinationAlignment, n, me, nranks);
+    });
+  } else if (!kReduce) {
+    pullRanges<T>(part.sources, dst + first, args.dstStride, n, me, nranks, [&](int r) {
+      return peerSetHas(args.recvFrom, r, args.root) && (r != me || peerSetHas(args.sendTo, me, args.root));
+    });
+  }
+}
+
+// Whether a block of the mapped exchange reads rank r's source: every rank's in a reduce, the pusher's in a
+// push (the root in a spread, else this rank), else those it receives from.
+template <bool kReduce>
+__device__ __forceinline__ bool readsSourceOf(const ExchangeArgs& args, int r, int me) {
+  const MappedFlow flow = mappedFlow(args);
+  if (kReduce) return flow.spread || args.recvFrom == PeerSet::kAll;
+  if (flow.push) return r == (flow.spread ? args.root : me);
+  return peerSetHas(args.recvFrom, r, args.root);
+}
+
+// Sets the block's pointers into rank r's source and destination (each at its start), where it touches them.
+template <bool kReduce>
+__device__ __forceinline__ void placeRankBuffers(MappedPart& part, const ExchangeArgs& args, int r, int me,
+                                                 size_t first, const char* source, char* destination) {
+  if (readsSourceOf<kReduce>(args, r, me)) {
+    part.sources[r] = source + me * args.srcStride + first;
+    part.sourceAlignment[r] = unitAlignment(part.sources[r]);
+  }
+  if (peersWriteDestination(args, r)) {  // the ranks whose destinations the call writes into
+    part.destinations[r] = destination + me * args.dstStride + first;
+    part.destinationAlignment[r] = unitAlignment(part.destinations[r]);
+  }
+}
+
+// Symmetric windows: every rank's buffers lie at this rank's offsets in its windows, which every rank
+// mapped when it registered them, so there is nothing to post or check. A call rather than inlined: in
+// the kernel its pointers cost the reduce loop registers (ptxas: bf16 reduce spills 88 -> 272 bytes).
+template <bool kReduce>
+__device__ __noinline__ void placeWindowBuffers(MappedPart& part, const ExchangeArgs& args,
+                                                const DirectBuffers& windows, int me, int nranks,
+                                                size_t first) {
+  for (int r = threadIdx.x; r < nranks; r += blockDim.x)
+    placeRankBuffers<kReduce>(
+        part, args, r, me, first,
+        r == me ? static_cast<const char*>(args.src) : windows.send.bases[r] + windows.send.offset,
+        r == me ? static_cast<char*>(args.dst) : windows.recv.bases[r] + windows.recv.offset);
+}
+
 // The exchange of exchange_chunked.cu with no scratch, moving each byte once (exchange.h: mappedFlow).
 // A pull: each rank copies range `me` of every peer's source into its destination, or reduces every
 // rank's range `me` into its own range. A push: the rank that reads a range (all_gather: its sender;
@@ -77,50 +157,39 @@ __device__ __noinline__ void exchangeScratchFallback(const ChunkComm& chunks, co
 // each unit before writing it (alltoall in place is kept on scratch by the caller). Where the ranks
 // agree on scratch instead, the kernel runs the chunked exchange's schedule over `chunks`
 // (exchange_chunked.cuh).
+// Where the buffers lie in symmetric windows (`windows`, else all null), the ranks find each other's there
+// and post nothing.
 template <typename T, typename Op, bool kReduce>
 __global__ void __launch_bounds__(kZeroCopyThreads)
-    exchangeMappedKernel(ZeroCopyComm comm, ExchangeArgs args, MappedCall mine, ChunkComm chunks,
-                         ChunkSchedule scratch, size_t segmentBytes, size_t blockBytes, bool early) {
+    exchangeMappedKernel(ZeroCopyComm comm, ExchangeArgs args, MappedCall mine, DirectBuffers windows,
+                         ChunkComm chunks, ChunkSchedule scratch, size_t segmentBytes, size_t blockBytes,
+                         bool early) {
   enterKernel(early);
-  __shared__ const char* sources[kMaxZeroCopyRanks];  // this block's part of rank r's range `me`
-  __shared__ int sourceAlignment[kMaxZeroCopyRanks];
-  __shared__ char* destinations[kMaxZeroCopyRanks];  // what this rank writes of rank r's destination
-  __shared__ int destinationAlignment[kMaxZeroCopyRanks];
+  __shared__ MappedPart part;
   const int me = comm.rank, nranks = comm.nranks;
   const MappedFlow flow = mappedFlow(args);
-  const int pusher = flow.spread ? args.root : me;  // whose source a push reads
   const size_t segmentStart = flow.spread ? me * segmentBytes : 0;
   const size_t segmentEnd = flow.spread ? min(args.rangeBytes, segmentStart + segmentBytes) : args.rangeBytes;
   const size_t first = segmentStart + blockIdx.x * blockBytes;
   const size_t n = first < segmentEnd ? min(blockBytes, segmentEnd - first) : 0;  // the block's bytes
   // The end of what the block touches of a rank's buffer whose part for this rank starts `stride` x me in.
   auto reach = [&](size_t stride) -> uint64_t { return n ? me * stride + first + n : 0; };
-  auto receivesFrom = [&](int r) { return peerSetHas(args.recvFrom, r, args.root); };
-  // Whose sources the block reads below: every rank's in a reduce, the pusher's in a push, else those it
-  // receives from.
-  auto readsSource = [&](int r) {
-    if (kReduce) return flow.spread || args.recvFrom == PeerSet::kAll;
-    return flow.push ? r == pusher : receivesFrom(r);
-  };
   BoundedWait wait(comm.wait);
   const uint64_t call = comm.calls[blockIdx.x] + 1;
+  const bool inWindows = windows.send.bases != nullptr;
+  if (inWindows) placeWindowBuffers<kReduce>(part, args, windows, me, nranks, first);
   const MappedCall posted = postedCall(mine, args.collective, args.rangeBytes, args.root);
   const MappedAgreement agreed =
-      agreeOnMappedCall(comm, posted, call, wait, [&](int r, const MappedCall& theirs) {
-        if (readsSource(r)) {
-          const char* source = r == me ? static_cast<const char*>(args.src)
+      agreeOnMappedCall(comm, posted, call, wait, inWindows, [&](int r, const MappedCall& theirs) {
+        const bool reads = readsSourceOf<kReduce>(args, r, me), writes = peersWriteDestination(args, r);
+        const char* source = !reads    ? nullptr
+                             : r == me ? static_cast<const char*>(args.src)
                                        : mappedBuffer(comm, r, theirs.send, reach(args.srcStride));
-          if (!source) return false;
-          sources[r] = source + me * args.srcStride + first;
-          sourceAlignment[r] = unitAlignment(sources[r]);
-        }
-        if (peersWriteDestination(args, r)) {  // the ranks whose destinations the call writes into
-          char* destination = r == me ? static_cast<char*>(args.dst)
+        char* destination = !writes   ? nullptr
+                            : r == me ? static_cast<char*>(args.dst)
                                       : mappedBuffer(comm, r, theirs.recv, reach(args.dstStride));
-          if (!destination) return false;
-          destinations[r] = destination + me * args.dstStride + first;
-          destinationAlignment[r] = unitAlignment(destinations[r]);
-        }
+        if ((reads && !source) || (writes && !destination)) return false;
+        placeRankBuffers<kReduce>(part, args, r, me, first, source, destination);
         return true;
       });
   if (agreed == MappedAgreement::kAbandoned) return;
@@ -130,35 +199,14 @@ __global__ void __launch_bounds__(kZeroCopyThreads)
     return;
   }
   if (agreed == MappedAgreement::kFailed) return;  // an error was raised (agreeOnMappedCall): nothing moves
-  char* dst = static_cast<char*>(args.dst);
-  if (kReduce && (flow.spread || args.recvFrom == PeerSet::kAll)) {
-    const ChunkRef out = flow.spread ? ChunkRef{destinations[args.root], n, destinationAlignment[args.root]}
-                                     : userChunk(dst + me * args.dstStride + first, n);
-    bool aligned = out.alignment == 16;
-    for (int r = threadIdx.x; r < nranks; r += blockDim.x) aligned = aligned && sourceAlignment[r] == 16;
-    withUnitAlignment(aligned, [&](auto kAligned) {
-      reduceRanges<T, Op, decltype(kAligned)::value>(sources, sourceAlignment, out, n, nranks,
-                                                     args.op.scaling.postDivisor);
-    });
-  } else if (!kReduce && flow.push) {
-    bool aligned = sourceAlignment[pusher] == 16;
-    for (int r = threadIdx.x; r < nranks; r += blockDim.x) aligned = aligned && destinationAlignment[r] == 16;
-    withUnitAlignment(aligned, [&](auto kAligned) {
-      pushRange<T, decltype(kAligned)::value>(sources[pusher], sourceAlignment[pusher], destinations,
-                                              destinationAlignment, n, me, nranks);
-    });
-  } else if (!kReduce) {
-    pullRanges<T>(sources, dst + first, args.dstStride, n, me, nranks, [&](int r) {
-      return receivesFrom(r) && (r != me || peerSetHas(args.sendTo, me, args.root));
-    });
-  }
+  moveMappedPart<T, Op, kReduce>(args, part, first, n, me, nranks);
   finishZeroCopyCall(comm, call, wait);
 }
 
 }  // namespace
 
-using ExchangeMappedKernel = void (*)(ZeroCopyComm, ExchangeArgs, MappedCall, ChunkComm, ChunkSchedule,
-                                      size_t, size_t, bool);
+using ExchangeMappedKernel = void (*)(ZeroCopyComm, ExchangeArgs, MappedCall, DirectBuffers, ChunkComm,
+                                      ChunkSchedule, size_t, size_t, bool);
 
 // The kernel for `args` among those of type shard kShard (type_shards.cuh).
 template <int kShard>
@@ -174,8 +222,8 @@ ExchangeMappedKernel exchangeMappedKernelOf<kThisTypeShard>(const ExchangeArgs& 
 
 #if MSCCLPP_NCCL_HOST_SHARD
 Status launchExchangeMapped(const ZeroCopyComm& comm, const ChunkComm& chunks, const ExchangeArgs& args,
-                            const MappedCall& mine, LaunchShape shape, LaunchShape scratch,
-                            cudaStream_t stream) {
+                            const MappedCall& mine, const DirectBuffers* windows, LaunchShape shape,
+                            LaunchShape scratch, cudaStream_t stream) {
   if ((args.reduce && args.op.scaling.preMultiply) || comm.nranks > kMaxZeroCopyRanks ||
       shape.blocks > kMaxZeroCopyBlocks || !comm.mappedTable || !holdsGrid(shape, scratch))
     return fail(Status::kInternalError, "zero-copy exchange given a call it does not serve");
@@ -190,7 +238,8 @@ Status launchExchangeMapped(const ZeroCopyComm& comm, const ChunkComm& chunks, c
     return exchangeMappedKernelOf<decltype(shard)::value>(args);
   });
   return launched(launchKernel(kernel, shape.blocks, shape.threads, shape.earlyLaunch, shape.programmatic,
-                               stream, comm, args, mine, chunks, schedule, segmentBytes, blockBytes),
+                               stream, comm, args, mine, windows ? *windows : DirectBuffers{}, chunks,
+                               schedule, segmentBytes, blockBytes),
                   "zero-copy exchange");
 }
 #endif

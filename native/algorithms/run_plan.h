@@ -11,13 +11,15 @@
 
 namespace mscclpp_nccl {
 
-// `windows`: null unless both buffers lie in mapped windows. `mapped`: this rank's description of its
+// `windows`: null unless both buffers lie in mapped windows (an exchange: and exchangeMayUseWindows says
+// its mapped plan may find them there). `mapped`: this rank's description of its
 // buffers, for a mapped plan (else null). `*published` is set to args.ticket when the launched kernel
 // publishes it at its end, else to 0.
 Status runAllReduce(const Transports& transports, const CallPlan& plan, const AllReduceArgs& args,
                     const DirectBuffers* windows, const MappedCall* mapped, cudaStream_t stream,
                     uint64_t* published);
 Status runExchange(const Transports& transports, const CallPlan& plan, const ExchangeArgs& args,
-                   const MappedCall* mapped, cudaStream_t stream, uint64_t* published);
+                   const MappedCall* mapped, const DirectBuffers* windows, cudaStream_t stream,
+                   uint64_t* published);
 
 }  // namespace mscclpp_nccl

@@ -17,7 +17,8 @@ struct Transports {
   ChunkComm p2pChunks;  // chunk channels of large send/recv transfers, apart from the collectives'
 };
 
-// The buffers of an all-reduce on every rank, when they lie in mapped windows.
+// A call's two buffers (an exchange's source and destination) on every rank, where they lie in mapped
+// windows.
 struct DirectBuffers {
   PeerBuffers send;
   PeerBuffers recv;

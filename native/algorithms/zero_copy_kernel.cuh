@@ -96,13 +96,19 @@ __device__ __forceinline__ bool finishZeroCopyCall(const ZeroCopyComm& comm, uin
 // they touch against their own tables, so where a post fails here only, they may be running the call
 // zero-copy: this rank touches nothing, waits at the second barrier until they are done with its
 // buffers, raises kKernelBadPeerData and returns kFailed.
+// `inWindows`: every rank's buffers lie in symmetric windows, where each rank found its peers' already (and
+// the promise of such windows is that every rank's call is the same): the ranks only arrive, post nothing
+// and agree on zero-copy. (One barrier in the kernel either way: two inlined copies cost the reduce loop
+// registers.)
 template <typename See>
 __device__ __forceinline__ MappedAgreement agreeOnMappedCall(const ZeroCopyComm& comm, const MappedCall& mine,
-                                                             uint64_t call, BoundedWait& wait, See see) {
+                                                             uint64_t call, BoundedWait& wait, bool inWindows,
+                                                             See see) {
   const int me = comm.rank, nranks = comm.nranks;
-  for (int peer = threadIdx.x; peer < nranks; peer += blockDim.x)
+  for (int peer = threadIdx.x; peer < nranks && !inWindows; peer += blockDim.x)
     if (peer != me) *mappedCallSlot(comm.peerFlags[peer], nranks, blockIdx.x, me) = mine;
   if (!arriveAtZeroCopyCall(comm, call, wait)) return MappedAgreement::kAbandoned;
+  if (inWindows) return MappedAgreement::kZeroCopy;
   bool same = true, ready = true, fits = true;
   int offender = -1;  // a rank whose post failed see() on this thread
   for (int r = threadIdx.x; r < nranks; r += blockDim.x) {

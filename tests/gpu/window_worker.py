@@ -16,6 +16,7 @@ import cupy as cp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
+import collectives_worker as cw
 import reference as ref
 from allreduce_worker import Rank, check_case, pattern, run_scenarios
 
@@ -218,6 +219,67 @@ def scenario_fallbacks(r: Rank) -> None:
     print("PASS fallbacks: default-flag windows, one buffer outside, deregistered windows")
 
 
+def exchange_count(n: int, itemsize: int) -> int:
+    """Elements per range that the selector maps (algorithm_selector.cc: at least 256 KB ranges and 16 MB
+    moved in all, 8 MB from 4 ranks), plus an odd few."""
+    traffic = (8 << 20) if n >= 4 else (16 << 20)
+    return max(256 << 10, -(-traffic // (n * n))) // itemsize + 3
+
+
+def exchange_in_windows(
+    r: Rank, send_w: Window | None, recv_w: Window, name: str, dtype: str, op_name: str, in_place: bool
+) -> None:
+    """One all_gather, reduce_scatter or alltoall on window buffers (send_w None: the source is ordinary
+    CuPy memory), checked against NumPy. In place in NCCL's layouts, inside recv_w."""
+    n, me = r.size, r.rank
+    count = exchange_count(n, ref.host_dtype(dtype).itemsize)
+    in_count, out_count = cw.input_count(name, count, n), cw.output_count(name, count, n)
+    inputs = [ref.make_input(dtype, op_name, in_count, k, cw.SEED) for k in range(n)]
+    expected, magnitude = cw.expected_output(name, dtype, op_name, inputs, count, me, 0)
+    offset = 1 if in_place else 0  # an element in: ranges that do not start on 16 bytes
+    recv = recv_w.view(dtype, max(in_count, out_count), offset)
+    recv.fill(0x5A)
+    if not in_place and send_w is None:
+        send = cp.empty(in_count, ref.storage_dtype(dtype))
+    elif not in_place:
+        send = send_w.view(dtype, in_count)
+    elif name == "all_gather":
+        send = recv[me * count : (me + 1) * count]
+    elif name == "reduce_scatter":
+        send, recv = recv, recv[me * count : (me + 1) * count]
+    else:
+        send = recv
+    send.set(inputs[me].view(ref.storage_dtype(dtype)), stream=r.stream)
+    op, keep = r.op_for(op_name, dtype) if name == "reduce_scatter" else (0, None)
+    cw.call(r, name, send, recv, count, dtype, op=op)
+    r.stream.synchronize()
+    if op:
+        r.destroy_op(op)
+    del keep
+    what = f"rank {me}/{n} {name} {dtype} {op_name} count={count} in_place={in_place} in windows"
+    cw.check_output(recv[:out_count], dtype, expected, magnitude, n, what)
+
+
+def scenario_exchanges(r: Rank) -> None:
+    """all_gather, reduce_scatter and alltoall in symmetric windows, which run zero-copy without posting
+    their buffers (an alltoall in place goes through scratch); then with the source outside a window."""
+    n = r.size
+    nbytes = n * exchange_count(n, 4) * 4 + OFFSET_BYTES
+    send, recv = registered_pair(r, nbytes)
+    cases = 0
+    for dtype, op_name in (("float32", "sum"), ("bfloat16", "max"), ("int32", "min")):
+        for name in ("all_gather", "reduce_scatter", "alltoall"):
+            for in_place in (False, True):
+                exchange_in_windows(r, send, recv, name, dtype, op_name, in_place)
+                cases += 1
+    for name in ("all_gather", "reduce_scatter"):
+        exchange_in_windows(r, None, recv, name, "float32", "sum", False)
+        cases += 1
+    send.free()
+    recv.free()
+    print(f"PASS exchanges: {cases} cases in windows (3 types x 3 collectives x in/out of place, 2 half in)")
+
+
 SCENARIOS: dict[str, Callable[[Rank], None]] = {
     "matrix": scenario_matrix,
     "small": scenario_small,
@@ -226,6 +288,7 @@ SCENARIOS: dict[str, Callable[[Rank], None]] = {
     "group": scenario_group,
     "graph": scenario_graph,
     "fallbacks": scenario_fallbacks,
+    "exchanges": scenario_exchanges,
 }
 
 
