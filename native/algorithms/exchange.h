@@ -117,10 +117,10 @@ __host__ __device__ inline bool peersWriteDestination(const ExchangeArgs& args, 
   return flow.push || (flow.spread && args.reduce && rank == args.root);
 }
 
-// Whether an exchange whose buffers lie in symmetric windows may find the peers' there without posting
-// them (launchExchangeMapped): every rank of a call that is not rooted passes both buffers, at the same
-// offsets in its windows, where a rooted call's ranks may pass buffers they do not use; and an alltoall
-// in place must go through scratch (its peers would read ranges already overwritten).
+// Whether an exchange whose buffers lie in symmetric windows may find its peers' buffers there without
+// posting them (launchExchangeMapped). Only where every rank passes both buffers: not a rooted call, whose
+// ranks may pass buffers they do not use. Not an alltoall in place, which goes through scratch (its peers
+// would read ranges it has already overwritten).
 inline bool exchangeMayUseWindows(const ExchangeArgs& args, size_t srcBytes, size_t dstBytes) {
   const char* src = static_cast<const char*>(args.src);
   const char* dst = static_cast<const char*>(args.dst);
@@ -132,7 +132,7 @@ inline bool exchangeMayUseWindows(const ExchangeArgs& args, size_t srcBytes, siz
 // where every rank's are mapped by every peer, straight between the ranks' buffers; else none does, and
 // the same kernel runs the chunked exchange's schedule over `chunks` for a grid of `scratch`. One kernel
 // on `shape`, whose grid is at least scratch's. Not for PreMulSum. `windows` (or null): the buffers lie in
-// symmetric windows (exchangeInWindows), and the ranks skip posting and checking their descriptions.
+// symmetric windows (exchangeMayUseWindows), and the ranks skip posting and checking their descriptions.
 Status launchExchangeMapped(const ZeroCopyComm& comm, const ChunkComm& chunks, const ExchangeArgs& args,
                             const MappedCall& mine, const DirectBuffers* windows, LaunchShape shape,
                             LaunchShape scratch, cudaStream_t stream);
