@@ -12,6 +12,8 @@ microseconds:
   skew      the last rank's start after the first rank's
   idle      the first rank's start of call i + 1 after the last rank's end of call i: time no rank's
             kernel runs
+  breaks    periods per rank more than twice the median and 5 us longer (graph launches, in graphs), and
+  break_us  what each of them adds to the median period, on average
 """
 
 from __future__ import annotations
@@ -24,7 +26,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 Kernel = dict[str, float | str]
-COLUMNS = ["ranks", "calls", "period", "mean_period", "kernel", "gap", "queued", "submit", "skew", "idle"]
+COLUMNS = [
+    "ranks",
+    "calls",
+    "period",
+    "mean_period",
+    "kernel",
+    "gap",
+    "queued",
+    "submit",
+    "skew",
+    "idle",
+    "breaks",
+    "break_us",
+]
 
 
 def read_rank(path: Path) -> list[Kernel]:
@@ -57,6 +72,9 @@ def summarize(run: Path, last: int) -> Kernel:
 
     queued = [k["submitted"] - k["queued"] for c in calls for k in c if k["queued"] and k["submitted"]]
     submit = [k["start"] - k["submitted"] for c in calls for k in c if k["submitted"]]
+    periods = per_rank(lambda a, b: b["start"] - a["start"])
+    typical = statistics.median(periods)
+    breaks = [p - typical for p in periods if p > 2 * typical and p > typical + 5]
     first_start = [min(c[i]["start"] for c in calls) for i in range(n)]
     last_start = [max(c[i]["start"] for c in calls) for i in range(n)]
     last_end = [max(c[i]["end"] for c in calls) for i in range(n)]
@@ -65,14 +83,16 @@ def summarize(run: Path, last: int) -> Kernel:
         "ranks": len(calls),
         "calls": n,
         "kernel_name": str(calls[0][-1]["name"])[:60],
-        "period": median(per_rank(lambda a, b: b["start"] - a["start"])),
-        "mean_period": round(statistics.mean(per_rank(lambda a, b: b["start"] - a["start"])), 2),
+        "period": median(periods),
+        "mean_period": round(statistics.mean(periods), 2),
         "kernel": median([k["end"] - k["start"] for c in calls for k in c]),
         "gap": median(per_rank(lambda a, b: b["start"] - a["end"])),
         "queued": median(queued),
         "submit": median(submit),
         "skew": median([b - a for a, b in zip(first_start, last_start, strict=True)]),
         "idle": median([first_start[i + 1] - last_end[i] for i in range(n - 1)]),
+        "breaks": round(len(breaks) / len(calls), 1),
+        "break_us": round(statistics.mean(breaks), 1) if breaks else 0.0,
     }
 
 
