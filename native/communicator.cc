@@ -570,11 +570,7 @@ Status Communicator::exchange(const ExchangeArgs& args, cudaStream_t stream) {
     mapped = describeBuffers(peersReadSource(call, rank_) ? args.src : nullptr, srcBytes,
                              peersWriteDestination(call, rank_) ? args.dst : nullptr, dstBytes, call.ticket,
                              &capturing);
-    // In place, an alltoall would overwrite ranges of its source that peers still read.
-    const char* src = static_cast<const char*>(args.src);
-    const char* dst = static_cast<const char*>(args.dst);
-    if (collective == Collective::kAlltoAll && src < dst + dstBytes && dst < src + srcBytes)
-      mapped.send.ready = 0;
+    if (overwritesPeersSource(call, srcBytes, dstBytes)) mapped.send.ready = 0;  // every rank goes to scratch
   }
   uint64_t published = 0;
   MSCCLPP_TRY(runExchange(transports_, plan, call, plan.mapped ? &mapped : nullptr,

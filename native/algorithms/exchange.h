@@ -117,15 +117,19 @@ __host__ __device__ inline bool peersWriteDestination(const ExchangeArgs& args, 
   return flow.push || (flow.spread && args.reduce && rank == args.root);
 }
 
-// Whether an exchange whose buffers lie in symmetric windows may find its peers' buffers there without
-// posting them (launchExchangeMapped). Only where every rank passes both buffers: not a rooted call, whose
-// ranks may pass buffers they do not use. Not an alltoall in place, which goes through scratch (its peers
-// would read ranges it has already overwritten).
-inline bool exchangeMayUseWindows(const ExchangeArgs& args, size_t srcBytes, size_t dstBytes) {
+// Whether a zero-copy exchange would overwrite ranges of its source that peers still read: an alltoall
+// in place (its first srcBytes / dstBytes overlap), which therefore goes through scratch.
+inline bool overwritesPeersSource(const ExchangeArgs& args, size_t srcBytes, size_t dstBytes) {
   const char* src = static_cast<const char*>(args.src);
   const char* dst = static_cast<const char*>(args.dst);
-  const bool overlap = src < dst + dstBytes && dst < src + srcBytes;
-  return !isRooted(args.collective) && !(args.collective == Collective::kAlltoAll && overlap);
+  return args.collective == Collective::kAlltoAll && src < dst + dstBytes && dst < src + srcBytes;
+}
+
+// Whether an exchange whose buffers lie in symmetric windows may find its peers' buffers there without
+// posting them (launchExchangeMapped). Only where every rank passes both buffers: not a rooted call, whose
+// ranks may pass buffers they do not use. Not where it must go through scratch (overwritesPeersSource).
+inline bool exchangeMayUseWindows(const ExchangeArgs& args, size_t srcBytes, size_t dstBytes) {
+  return !isRooted(args.collective) && !overwritesPeersSource(args, srcBytes, dstBytes);
 }
 
 // The same exchange with no scratch, on buffers anywhere (transport/mapped_allocations.h), as above:

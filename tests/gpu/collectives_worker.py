@@ -101,6 +101,17 @@ def output_count(name: str, count: int, n: int) -> int:
     return count * n if name in ("all_gather", "alltoall", "gather") else count
 
 
+def in_place_buffers(whole: cp.ndarray, name: str, me: int, count: int) -> tuple[cp.ndarray, cp.ndarray]:
+    """NCCL's in-place layouts in `whole`, as (send, recv): the send range sits where this rank's part of
+    the output goes, or the output is this rank's part of the input."""
+    part = whole[me * count : (me + 1) * count]
+    if name in ("all_gather", "gather"):
+        return part, whole
+    if name in ("reduce_scatter", "scatter"):
+        return whole, part
+    return whole, whole
+
+
 def run_case(r: Rank, name: str, dtype: str, op_name: str, count: int, in_place: bool, root: int) -> None:
     n, me = r.size, r.rank
     inputs = [ref.make_input(dtype, op_name, input_count(name, count, n), k, SEED) for k in range(n)]
@@ -108,15 +119,9 @@ def run_case(r: Rank, name: str, dtype: str, op_name: str, count: int, in_place:
     out_count = output_count(name, count, n)
     host_type = ref.host_dtype(dtype)
     if in_place:
-        # NCCL's in-place layouts: the send range sits where this rank's part of the output goes.
         recv = to_device(np.zeros(max(out_count, input_count(name, count, n)), dtype=host_type), dtype, 0)
         recv.fill(0x5A)
-        if name in ("all_gather", "gather"):
-            send = recv[me * count : (me + 1) * count]
-        elif name in ("reduce_scatter", "scatter"):
-            send, recv = recv, recv[me * count : (me + 1) * count]
-        else:
-            send = recv
+        send, recv = in_place_buffers(recv, name, me, count)
         send.set(inputs[me].view(ref.storage_dtype(dtype)))
     else:
         send = to_device(inputs[me], dtype, 1)

@@ -243,12 +243,8 @@ def exchange_in_windows(
         send = cp.empty(in_count, ref.storage_dtype(dtype))
     elif not in_place:
         send = send_w.view(dtype, in_count)
-    elif name == "all_gather":
-        send = recv[me * count : (me + 1) * count]
-    elif name == "reduce_scatter":
-        send, recv = recv, recv[me * count : (me + 1) * count]
     else:
-        send = recv
+        send, recv = cw.in_place_buffers(recv, name, me, count)
     send.set(inputs[me].view(ref.storage_dtype(dtype)), stream=r.stream)
     op, keep = r.op_for(op_name, dtype) if name == "reduce_scatter" else (0, None)
     cw.call(r, name, send, recv, count, dtype, op=op)
