@@ -13,14 +13,16 @@
 namespace mscclpp_nccl {
 namespace {
 
-// Reduces `bytes` bytes of every rank's source into `out`, 4 units of 2 ranks in flight at once: with one
-// store per 2-8 loads, this beat 2 units x 8 ranks at 2 and 4 ranks and matched it at 8
-// on one H200 (perf/reduce_loop_bench.cu), and it spills less here.
+// Reduces `bytes` bytes of every rank's source into `out`, 2 units of 2 ranks in flight at once. Alone
+// (perf/reduce_loop_bench.cu) 4 units did better, but in this kernel, beside the barriers and every rank's
+// pointers, 4 units spill in every type and 2 in none (perf/ptxas-reduce-2x2-2026-12-06.csv); in
+// nccl-tests 2 units took reduce_scatter and reduce at 4 MB from 28-30 us to 23-25 us
+// (perf/reduce-schedule-2x2-2026-12-07.csv).
 // kAligned: every buffer takes 16-byte accesses, so the loop compiles to plain vector loads and stores.
 template <typename T, typename Op, bool kAligned>
 __device__ __forceinline__ void reduceRanges(const char* const* sources, const int* sourceAlignment,
                                              const ChunkRef& out, size_t bytes, int nranks, int postDivisor) {
-  reduceUnits<T, Op, 4, 2>(
+  reduceUnits<T, Op, 2, 2>(
       (bytes + 15) / 16, nranks, postDivisor,
       [&](int r, size_t i) { return loadUnit<T>(sources[r], i, bytes, kAligned ? 16 : sourceAlignment[r]); },
       [&](size_t i, Unit unit) {
