@@ -1,0 +1,51 @@
+// The harness's floor for a small collective: preloaded ahead of a real libnccl.so.2, this replaces
+// ncclAllReduce with the launch of an empty one-block kernel on the caller's stream and leaves every
+// other function to the library behind it. nccl-tests all_reduce then times nothing but its own loop,
+// the launches and the stream's drain, eager and in graphs, which no library's all_reduce can beat.
+// The kernel is launched early (programmatic dependent launch), as the library's kernels are; with
+// LAUNCH_FLOOR_EARLY=0 it is launched plainly, as stock NCCL's are.
+// Build: nvcc -O2 -arch=sm_90 -cudart shared -shared -Xcompiler -fPIC -I include -o build/launch_floor.so \
+//        perf/launch_floor_preload.cu
+// Run:   LD_PRELOAD=build/launch_floor.so:LIB all_reduce_perf -b 8 -e 8 ...
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+
+#include "nccl.h"
+
+namespace {
+
+__global__ void emptyCollective(bool early) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (early) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+bool launchEarly() {
+  static const bool early = [] {
+    const char* value = std::getenv("LAUNCH_FLOOR_EARLY");
+    return value == nullptr || std::atoi(value) != 0;
+  }();
+  return early;
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) ncclResult_t ncclAllReduce(const void*, void*, size_t,
+                                                                             ncclDataType_t, ncclRedOp_t,
+                                                                             ncclComm_t,
+                                                                             cudaStream_t stream) {
+  const bool early = launchEarly();
+  cudaLaunchAttribute attribute = {};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(1);
+  config.blockDim = dim3(32);
+  config.stream = stream;
+  config.attrs = early ? &attribute : nullptr;
+  config.numAttrs = early ? 1 : 0;
+  return cudaLaunchKernelEx(&config, emptyCollective, early) == cudaSuccess ? ncclSuccess
+                                                                            : ncclUnhandledCudaError;
+}
