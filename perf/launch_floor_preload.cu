@@ -2,25 +2,21 @@
 // ncclAllReduce with the launch of an empty one-block kernel on the caller's stream and leaves every
 // other function to the library behind it. nccl-tests all_reduce then times nothing but its own loop,
 // the launches and the stream's drain, eager and in graphs, which no library's all_reduce can beat.
-// The kernel is launched early (programmatic dependent launch), as the library's kernels are; with
-// LAUNCH_FLOOR_EARLY=0 it is launched plainly, as stock NCCL's are.
-// Build: nvcc -O2 -arch=sm_90 -cudart shared -shared -Xcompiler -fPIC -I include -o build/launch_floor.so \
-//        perf/launch_floor_preload.cu
+// The kernel enters as the library's kernels do (enterKernel) and is launched early (programmatic
+// dependent launch), as they are; with LAUNCH_FLOOR_EARLY=0 it is launched plainly, as stock NCCL's are.
+// Build: nvcc -O2 -arch=sm_90 -cudart shared -shared -Xcompiler -fPIC -I. -I include \
+//        -o build/launch_floor.so perf/launch_floor_preload.cu
 // Run:   LD_PRELOAD=build/launch_floor.so:LIB all_reduce_perf -b 8 -e 8 ...
 #include <cuda_runtime.h>
 
 #include <cstdlib>
 
+#include "native/device/dependent_launch.cuh"
 #include "nccl.h"
 
 namespace {
 
-__global__ void emptyCollective(bool early) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  if (early) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
+__global__ void emptyCollective(bool early) { mscclpp_nccl::enterKernel(early); }
 
 bool launchEarly() {
   static const bool early = [] {

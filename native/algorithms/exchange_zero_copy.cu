@@ -16,7 +16,7 @@ namespace {
 // Reduces `bytes` bytes of every rank's source into `out`, 2 units of 2 ranks in flight at once. Alone
 // (perf/reduce_loop_bench.cu) 4 units did better, but in this kernel, beside the barriers and every rank's
 // pointers, 4 units spill in every type and 2 in none (perf/ptxas-reduce-2x2-2026-12-06.csv); in
-// nccl-tests 2 units took reduce_scatter and reduce at 4 MB from 28-30 us to 23-25 us
+// nccl-tests 2 units took reduce_scatter and reduce at 4 MB from 27.6-29.6 us to 23.3-25.6 us
 // (perf/reduce-schedule-2x2-2026-12-07.csv).
 // kAligned: every buffer takes 16-byte accesses, so the loop compiles to plain vector loads and stores.
 template <typename T, typename Op, bool kAligned>
