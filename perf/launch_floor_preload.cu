@@ -4,6 +4,7 @@
 // the launches and the stream's drain, eager and in graphs, which no library's all_reduce can beat.
 // The kernel enters as the library's kernels do (enterKernel) and is launched early (programmatic
 // dependent launch), as they are; with LAUNCH_FLOOR_EARLY=0 it is launched plainly, as stock NCCL's are.
+// LAUNCH_FLOOR_THREADS sets its block's threads (32 unless set): the library's packet kernels take 512.
 // Build: nvcc -O2 -arch=sm_90 -cudart shared -shared -Xcompiler -fPIC -I. -I include \
 //        -o build/launch_floor.so perf/launch_floor_preload.cu
 // Run:   LD_PRELOAD=build/launch_floor.so:LIB all_reduce_perf -b 8 -e 8 ...
@@ -18,12 +19,9 @@ namespace {
 
 __global__ void emptyCollective(bool early) { mscclpp_nccl::enterKernel(early); }
 
-bool launchEarly() {
-  static const bool early = [] {
-    const char* value = std::getenv("LAUNCH_FLOOR_EARLY");
-    return value == nullptr || std::atoi(value) != 0;
-  }();
-  return early;
+int setting(const char* name, int unset) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? unset : std::atoi(value);
 }
 
 }  // namespace
@@ -32,13 +30,14 @@ extern "C" __attribute__((visibility("default"))) ncclResult_t ncclAllReduce(con
                                                                              ncclDataType_t, ncclRedOp_t,
                                                                              ncclComm_t,
                                                                              cudaStream_t stream) {
-  const bool early = launchEarly();
+  static const bool early = setting("LAUNCH_FLOOR_EARLY", 1) != 0;
+  static const int threads = setting("LAUNCH_FLOOR_THREADS", 32);
   cudaLaunchAttribute attribute = {};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(1);
-  config.blockDim = dim3(32);
+  config.blockDim = dim3(threads);
   config.stream = stream;
   config.attrs = early ? &attribute : nullptr;
   config.numAttrs = early ? 1 : 0;
