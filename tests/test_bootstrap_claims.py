@@ -61,6 +61,39 @@ def test_rank_claim_twice_at_a_listener_fails_every_rank(driver: Path, tmp_path:
         conn.close()
 
 
+def test_a_failure_stops_a_rank_waiting_for_a_peer_to_listen(driver: Path, tmp_path: Path) -> None:  # noqa: F811
+    """Rank 1 of three never comes: its address refuses connections, so rank 0, sending to it, retries
+    until its timeout. We then claim rank 1 twice at rank 0's listener. Rank 0 stops retrying at once
+    and fails naming the double claim, as does rank 2, which learns it from rank 0. Rank 0's teardown
+    still spends up to 5 s trying to tell rank 1, hence the bound, well under the timeout."""
+    key = bytes(range(32))
+    root = listen()
+    vacant = listen()
+    refusing = vacant.getsockname()
+    vacant.close()
+    write_id(tmp_path / "uid", key, root.getsockname())
+    procs = [start([driver, "rank", tmp_path / "uid", str(r), "3", "20"], env()) for r in (0, 2)]
+    try:
+        conns, table = serve_as_root(root, key, 3, others={1: refusing})
+        time.sleep(0.5)  # rank 0 is now retrying its connection to rank 1
+        claims = []
+        for expect_refused in (False, True):
+            claim = connect(table[0])
+            assert prove(claim, key, PURPOSE_PEER, peer_claim(1)), "rank 0 did not prove the key"
+            assert (root_reply(claim)[0] != 0) == expect_refused, "rank 0 judged a claim of rank 1 wrongly"
+            claims.append(claim)
+        started = time.monotonic()
+        results = [finish(p, 40) for p in procs]
+        took = time.monotonic() - started
+    finally:
+        root.close()
+    for rc, out in results:
+        assert rc != 0 and CLAIMED_TWICE in out, out
+    assert took < 8, f"the ranks took {took:.1f} s to fail (their timeout is 20 s)"
+    for s in (*claims, *conns):
+        s.close()
+
+
 def test_rank_claim_twice_at_the_root_fails_every_rank(driver: Path, tmp_path: Path) -> None:  # noqa: F811
     """We claim rank 1 at the root first. The real rank 1, and the ranks that arrive after the failure,
     all learn it from the root at once instead of waiting for their timeout."""

@@ -64,6 +64,7 @@ std::atomic<uint64_t> processQueuedBytes{0};
 // A receiver with a connection paused by the process-wide cap looks again this often: frames taken by the
 // owner of another bootstrap free room without waking it.
 constexpr int kPausedPollMs = 50;
+constexpr size_t kNotifierThreads = 8;  // peers told of a failure at once
 // The longest failure text taken from a peer.
 constexpr size_t kMaxFailureText = 1024;
 // Payload buffers start at this size and double as bytes arrive, up to the announced size.
@@ -182,7 +183,7 @@ class TcpBootstrap final : public Bootstrap {
   Status checkArgs(const char* op, int peer, int tag, const void* data, size_t bytes) const;
   Status sendFrame(int peer, int tag, const void* data, size_t bytes, Deadline deadline);
   Status recvFrame(int peer, int tag, void* data, size_t bytes);
-  Status connectPeer(Outgoing& out, int peer, Deadline deadline);
+  Status connectPeer(Outgoing& out, int peer, int tag, Deadline deadline);
   // Queues a frame for the owner; its bytes were charged to the peer as they were read.
   void deliver(int peer, int tag, std::vector<char> payload);
   // Takes the oldest message from `peer` with `tag` (mailMu_ held); false when there is none.
@@ -202,6 +203,9 @@ class TcpBootstrap final : public Bootstrap {
   // elsewhere (a rank claimed twice: the rank that saw it tells every peer, and some close at once). Waits
   // briefly for that notice so that the error names the cause, not the closed connection.
   Status causeOf(Status status);
+  const std::atomic<bool>* stopFlagFor(int tag) const { return tag == kTagFailure ? &aborted_ : &sendsStop_; }
+  // The error of a send that stopped: the abort or the failure that stopped it, else `status` as it is.
+  Status whySendStopped(int tag, Status status);
   void startNotifier(const std::string& text);
   int sendVerdict(int fd, Status status, const std::string& text);
   void wakeReceiver();
@@ -226,6 +230,9 @@ class TcpBootstrap final : public Bootstrap {
   Socket wakeRead_, wakeWrite_;  // a pipe that interrupts the receiver's poll
   std::thread receiver_;
   std::atomic<bool> aborted_{false};
+  // Aborted, or failed for good: sends stop waiting (for a peer to listen, or for room in its socket),
+  // except the ones that tell the peers of the failure, which only an abort stops.
+  std::atomic<bool> sendsStop_{false};
   // Peers that opened their one connection to this rank (receiver thread only): a peer connects once per
   // bootstrap, so a second claim of the same rank is an impostor or a replay, and is dropped.
   std::vector<char> peerClaimed_;
@@ -302,9 +309,11 @@ Status TcpBootstrap::send(int peer, int tag, const void* data, size_t bytes) {
 }
 
 Status TcpBootstrap::causeOf(Status status) {
-  if (ok(status) || status == Status::kTimeout) return status;
-  constexpr auto kNoticeWait = std::chrono::seconds(2);
+  if (ok(status)) return status;
   std::unique_lock<std::mutex> lock(mailMu_);
+  if (!failure_.empty()) return failedError(failure_);
+  if (status == Status::kTimeout) return status;
+  constexpr auto kNoticeWait = std::chrono::seconds(2);
   mailCv_.wait_for(lock, kNoticeWait,
                    [&] { return !failure_.empty() || firstLost_ >= 0 || aborted_.load(); });
   return failure_.empty() ? status : failedError(failure_);
@@ -375,10 +384,21 @@ Status TcpBootstrap::barrier() {
   }
 }
 
-Status TcpBootstrap::connectPeer(Outgoing& out, int peer, Deadline deadline) {
+Status TcpBootstrap::whySendStopped(int tag, Status status) {
+  if (aborted_.load()) return abortedError();
+  if (tag != kTagFailure && sendsStop_.load()) {
+    std::lock_guard<std::mutex> lock(mailMu_);
+    return failedError(failure_);
+  }
+  return status;
+}
+
+Status TcpBootstrap::connectPeer(Outgoing& out, int peer, int tag, Deadline deadline) {
+  const std::atomic<bool>* stop = stopFlagFor(tag);
   Socket sock;
-  Status status = connectSocket(peers_[peer], deadline, &aborted_, &sock);
+  Status status = connectSocket(peers_[peer], deadline, stop, &sock);
   if (!ok(status)) {
+    if (stop->load()) return whySendStopped(tag, status);
     std::string why = lastError();
     return fail(status, "bootstrap: rank %d cannot connect to rank %d at %s: %s", rank_, peer,
                 addressToString(peers_[peer]).c_str(), why.c_str());
@@ -388,11 +408,11 @@ Status TcpBootstrap::connectPeer(Outgoing& out, int peer, Deadline deadline) {
   if (aborted_.load()) return abortedError();  // abort() may have missed the new descriptor
   const PeerClaim claim = {rank_};
   const Deadline handshake = std::min(deadline, deadlineAfter(kHandshakeSeconds));
-  status = proveKey(out.sock.fd(), key_, KeyPurpose::kPeer, &claim, sizeof(claim), handshake, &aborted_);
+  status = proveKey(out.sock.fd(), key_, KeyPurpose::kPeer, &claim, sizeof(claim), handshake, stop);
   Reply verdict = {0, 0};
-  if (ok(status)) status = recvAll(out.sock.fd(), &verdict, sizeof(verdict), handshake, &aborted_);
+  if (ok(status)) status = recvAll(out.sock.fd(), &verdict, sizeof(verdict), handshake, stop);
   if (ok(status) && verdict.status != 0) {
-    const std::string text = refusalText(out.sock.fd(), verdict, handshake, &aborted_);
+    const std::string text = refusalText(out.sock.fd(), verdict, handshake, stop);
     status = fail(Status::kRemoteError, "it refused this rank: %s", text.c_str());
     // It failed the communicator: so does this rank, and it tells its own peers too, so that the news
     // reaches every rank even where the first rank to know stopped before telling them all.
@@ -400,7 +420,7 @@ Status TcpBootstrap::connectPeer(Outgoing& out, int peer, Deadline deadline) {
   }
   if (ok(status)) return status;
   out.broken = true;
-  if (aborted_.load()) return abortedError();
+  if (stop->load()) return whySendStopped(tag, status);
   std::string why = lastError();
   return fail(Status::kRemoteError, "bootstrap: rank %d: connecting to rank %d at %s: %s", rank_, peer,
               addressToString(peers_[peer]).c_str(), why.c_str());
@@ -434,7 +454,8 @@ Status TcpBootstrap::sendFrame(int peer, int tag, const void* data, size_t bytes
   if (out.broken)
     return fail(Status::kRemoteError, "bootstrap: rank %d: the connection to rank %d failed earlier", rank_,
                 peer);
-  if (!out.sock.valid()) MSCCLPP_TRY(connectPeer(out, peer, deadline));
+  if (!out.sock.valid()) MSCCLPP_TRY(connectPeer(out, peer, tag, deadline));
+  const std::atomic<bool>* stop = stopFlagFor(tag);
 
   const FrameHeader header = {tag, 0, bytes};
   Status status;
@@ -442,14 +463,14 @@ Status TcpBootstrap::sendFrame(int peer, int tag, const void* data, size_t bytes
     char frame[sizeof(FrameHeader) + kCoalesceBytes];
     memcpy(frame, &header, sizeof(header));
     if (bytes) memcpy(frame + sizeof(header), data, bytes);
-    status = sendAll(out.sock.fd(), frame, sizeof(header) + bytes, deadline, &aborted_);
+    status = sendAll(out.sock.fd(), frame, sizeof(header) + bytes, deadline, stop);
   } else {
-    status = sendAll(out.sock.fd(), &header, sizeof(header), deadline, &aborted_);
-    if (ok(status)) status = sendAll(out.sock.fd(), data, bytes, deadline, &aborted_);
+    status = sendAll(out.sock.fd(), &header, sizeof(header), deadline, stop);
+    if (ok(status)) status = sendAll(out.sock.fd(), data, bytes, deadline, stop);
   }
   if (ok(status)) return status;
   out.broken = true;
-  if (aborted_.load()) return abortedError();
+  if (stop->load()) return whySendStopped(tag, status);
   std::string why = lastError();
   return fail(status, "bootstrap: rank %d: sending %zu bytes (tag %d) to rank %d failed: %s", rank_, bytes,
               tag, peer, why.c_str());
@@ -566,6 +587,7 @@ bool TcpBootstrap::recordFailure(const std::string& text) {
     if (!failure_.empty()) return false;
     failure_ = text;
   }
+  sendsStop_.store(true);
   mailCv_.notify_all();
   return true;
 }
@@ -586,16 +608,30 @@ void TcpBootstrap::failCommunicator(const std::string& text, int peer, bool noti
 }
 
 // A thread of its own: telling a peer may need a new connection, whose handshake needs that peer's
-// receiver, which may be telling us the same at that moment.
+// receiver, which may be telling us the same at that moment. Several peers are told at once, so that a
+// peer that is gone (its listener refuses until the deadline) delays no other; the destructor waits for
+// this thread, so one deadline bounds it all.
 void TcpBootstrap::startNotifier(const std::string& text) {
   try {
     notifier_ = std::thread([this, text] {
-      // Peers with a connection open first: one that must be connected to, or is gone, takes longer.
-      const Deadline deadline = deadlineAfter(kHandshakeSeconds);
+      std::vector<int> order;  // peers with a connection open first: they are told fastest
       for (bool connected : {true, false})
         for (int peer = 0; peer < nranks_; ++peer)
-          if (peer != rank_ && (out_[peer]->liveFd.load() >= 0) == connected)
-            sendFrame(peer, kTagFailure, text.data(), text.size(), deadline);  // best effort
+          if (peer != rank_ && (out_[peer]->liveFd.load() >= 0) == connected) order.push_back(peer);
+      const Deadline deadline = deadlineAfter(kHandshakeSeconds);
+      std::atomic<size_t> next{0};
+      auto tellSome = [&] {
+        for (size_t i = next++; i < order.size(); i = next++)
+          sendFrame(order[i], kTagFailure, text.data(), text.size(), deadline);
+      };
+      std::vector<std::thread> helpers;
+      try {
+        while (helpers.size() + 1 < std::min<size_t>(kNotifierThreads, order.size()))
+          helpers.emplace_back(tellSome);
+      } catch (const std::exception&) {  // fewer helpers: the notice still goes out, more slowly
+      }
+      tellSome();
+      for (auto& helper : helpers) helper.join();
     });
   } catch (const std::exception& e) {
     logWarn("bootstrap: rank %d: cannot tell the peers why the communicator failed: %s", rank_, e.what());
@@ -927,6 +963,7 @@ bool TcpBootstrap::serveIncoming(Incoming& in) {
 
 void TcpBootstrap::stop() {
   aborted_.store(true);
+  sendsStop_.store(true);
   wakeReceiver();
   {
     std::lock_guard<std::mutex> lock(mailMu_);
