@@ -43,21 +43,30 @@ auto guardApi(const char* function, Body body) noexcept -> decltype(body()) {
   }
 }
 
+// For the calls that take part in a group (collectives, transfers, initialisations, window registrations,
+// one-sided calls): a failure inside a group fails the group. Its outermost ncclGroupEnd then runs
+// nothing that was queued and returns the first such failure, as stock NCCL does. Returns `result`.
+ncclResult_t failsGroup(ncclResult_t result);  // shim/group.cc
+
 // Defines the public `ncclX` (weak, so that a profiler or wrapper can interpose) and its strong
 // `pncclX` alias, as stock NCCL exports them; both run the body that follows under guardApi, inside an
 // NVTX range named after the function (shim/nvtx_range.h).
 // Use: NCCL_API(ncclResult_t, ncclFoo, (int a, int* b), a, b) { ... } (the parameters, then their names).
 #define NCCL_API(ret, func, params, ...) \
-  NCCL_API_WITH(ApiRange nvtxRange_(#func), ret, func, params, __VA_ARGS__)
+  NCCL_API_WITH(ApiRange nvtxRange_(#func), , ret, func, params, __VA_ARGS__)
+// The same for a call that takes part in a group (failsGroup).
+#define NCCL_GROUP_API(ret, func, params, ...) \
+  NCCL_API_WITH(ApiRange nvtxRange_(#func), failsGroup, ret, func, params, __VA_ARGS__)
 // The same for collectives and point-to-point calls, whose bodies open their range with its payload.
-#define NCCL_CALL_API(ret, func, params, ...) NCCL_API_WITH((void)0, ret, func, params, __VA_ARGS__)
-#define NCCL_API_WITH(range, ret, func, params, ...)                                  \
+#define NCCL_CALL_API(ret, func, params, ...) \
+  NCCL_API_WITH((void)0, failsGroup, ret, func, params, __VA_ARGS__)
+#define NCCL_API_WITH(range, filter, ret, func, params, ...)                          \
   static ret func##Body params;                                                       \
   extern "C" __attribute__((visibility("default"), weak)) ret func params;            \
   extern "C" __attribute__((visibility("default"), alias(#func))) ret p##func params; \
   extern "C" ret func params {                                                        \
     range;                                                                            \
-    return guardApi(#func, [&]() -> ret { return func##Body(__VA_ARGS__); });         \
+    return filter(guardApi(#func, [&]() -> ret { return func##Body(__VA_ARGS__); })); \
   }                                                                                   \
   static ret func##Body params
 

@@ -89,6 +89,12 @@ NCCL_API(ncclResult_t, ncclCommFinalize, (ncclComm_t comm), comm) {
 NCCL_API(ncclResult_t, ncclCommDestroy, (ncclComm_t comm), comm) {
   if (comm == nullptr) return ncclSuccess;
   NCCL_TRY(checkKnownComm(comm, "ncclCommDestroy"));
+  // As in stock NCCL: waiting for an initialisation that waits for absent ranks could take the whole
+  // bootstrap timeout; abort is what ends one.
+  if (comm->state.load() == CommState::kInitializing)
+    return toNccl(fail(Status::kInvalidArgument,
+                       "ncclCommDestroy: comm is still initializing: wait until ncclCommGetAsyncError gives "
+                       "ncclSuccess, or end it with ncclCommAbort"));
   release(comm, /*abort=*/false);
   return ncclSuccess;
 }
@@ -131,21 +137,21 @@ NCCL_API(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags), comm,
 }
 
 NCCL_API(ncclResult_t, ncclCommCount, (const ncclComm_t comm, int* count), comm, count) {
-  NCCL_TRY(checkKnownComm(comm, "ncclCommCount"));
+  NCCL_TRY(checkManageableComm(comm, "ncclCommCount"));
   if (count == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommCount: count is NULL"));
   *count = comm->nranks;
   return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommCuDevice, (const ncclComm_t comm, int* device), comm, device) {
-  NCCL_TRY(checkKnownComm(comm, "ncclCommCuDevice"));
+  NCCL_TRY(checkManageableComm(comm, "ncclCommCuDevice"));
   if (device == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommCuDevice: device is NULL"));
   *device = comm->device;
   return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommUserRank, (const ncclComm_t comm, int* rank), comm, rank) {
-  NCCL_TRY(checkKnownComm(comm, "ncclCommUserRank"));
+  NCCL_TRY(checkManageableComm(comm, "ncclCommUserRank"));
   if (rank == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommUserRank: rank is NULL"));
   *rank = comm->rank;
   return ncclSuccess;
@@ -177,9 +183,9 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t* as
   return ncclSuccess;
 }
 
-NCCL_API(ncclResult_t, ncclCommSplit,
-         (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config), comm, color, key,
-         newcomm, config) {
+NCCL_GROUP_API(ncclResult_t, ncclCommSplit,
+               (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config), comm, color,
+               key, newcomm, config) {
   NCCL_TRY(checkManageableComm(comm, "ncclCommSplit"));
   if (newcomm == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommSplit: newcomm is NULL"));
   *newcomm = nullptr;
@@ -187,8 +193,10 @@ NCCL_API(ncclResult_t, ncclCommSplit,
     return toNccl(fail(Status::kInvalidArgument, "ncclCommSplit: color %d is negative", color));
   ncclComm* child = nullptr;
   NCCL_TRY(newChildHandle(comm, config, &child));
-  // A rank without a color still takes part in the exchange, through a handle the caller never sees.
-  if (color != NCCL_SPLIT_NOCOLOR) *newcomm = child;
+  // A rank without a color still takes part in the exchange, through a handle the caller never sees
+  // and that is retired once the exchange ends.
+  child->hidden = color == NCCL_SPLIT_NOCOLOR;
+  if (!child->hidden) *newcomm = child;
   ncclResult_t result = startCommJob(child, [comm, child, color, key](std::unique_ptr<Communicator>* impl) {
     return withImpl(comm, "ncclCommSplit: parent was destroyed", [&](Communicator& parent) {
       MSCCLPP_TRY(parent.split(color, key, impl));
@@ -199,17 +207,13 @@ NCCL_API(ncclResult_t, ncclCommSplit,
       return Status::kSuccess;
     });
   });
-  if (color == NCCL_SPLIT_NOCOLOR && result != ncclInProgress) {
-    // The hidden handle is done with once its (synchronous) exchange finished.
-    if (child->state != CommState::kInitializing) release(child, false);
-  }
   return result;
 }
 
-NCCL_API(ncclResult_t, ncclCommShrink,
-         (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
-          ncclConfig_t* config, int shrinkFlags),
-         comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags) {
+NCCL_GROUP_API(ncclResult_t, ncclCommShrink,
+               (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                ncclConfig_t* config, int shrinkFlags),
+               comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags) {
   NCCL_TRY(checkManageableComm(comm, "ncclCommShrink"));
   if (newcomm == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommShrink: newcomm is NULL"));
   *newcomm = nullptr;
@@ -265,9 +269,16 @@ NCCL_API(const char*, ncclGetErrorString, (ncclResult_t result), result) {
   }
 }
 
+// The calling thread's last error; failing that, the initialisation error of `comm` (a non-blocking
+// initialisation fails on a thread of its own). Stock NCCL ignores `comm`, so any pointer may come: it is
+// read only if it is a handle of ours.
 NCCL_API(const char*, ncclGetLastError, (ncclComm_t comm), comm) {
   const char* text = mscclpp_nccl::lastError();
-  if (text[0] == '\0' && comm != nullptr && comm->magic == ncclComm::kMagic && !comm->initError.empty())
-    return comm->initError.c_str();
+  if (text[0] != '\0' || comm == nullptr) return text;
+  allocatedComms().read(comm, [&] {
+    // initError is written before initResult turns to the error, and never after.
+    const ncclResult_t init = comm->initResult.load();
+    if (init != ncclSuccess && init != ncclInProgress) text = comm->initError.c_str();
+  });
   return text;
 }

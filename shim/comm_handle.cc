@@ -8,6 +8,18 @@
 using mscclpp_nccl::fail;
 using mscclpp_nccl::Status;
 
+LiveHandles& allocatedComms() {
+  static auto* comms = new LiveHandles();  // never destroyed, as the quarantine
+  return *comms;
+}
+
+ncclComm::ncclComm() { allocatedComms().add(this); }
+
+ncclComm::~ncclComm() {
+  allocatedComms().take(this, [] { return true; });
+  magic = 0;
+}
+
 void retireHandle(ncclComm* comm) {
   // Never destroyed: API calls from other threads (a watchdog) may run during exit.
   static auto* quarantine = new HandleQuarantine<ncclComm>(kDestroyedHandlesKept);
@@ -15,6 +27,25 @@ void retireHandle(ncclComm* comm) {
 }
 
 namespace {
+
+// Under comm->implMutex.
+void recordInitFailure(ncclComm* comm, ncclResult_t result, std::string text) {
+  comm->initError = std::move(text);
+  comm->initResult = result;
+  comm->state = CommState::kFailed;
+}
+
+// Once the initialisation of `comm` has ended, with `lock` holding its implMutex: a hidden handle is
+// done with, and is retired once the lock is released.
+void retireIfHidden(ncclComm* comm, std::unique_lock<std::shared_mutex>& lock) {
+  if (!comm->hidden) return;
+  if (comm->worker.joinable()) comm->worker.detach();  // this thread, whose CommUse keeps the handle
+  comm->impl.reset();
+  comm->state = CommState::kDestroyed;
+  const bool retire = !comm->retired.exchange(true);
+  lock.unlock();
+  if (retire) retireHandle(comm);
+}
 
 void runJob(ncclComm* comm, const CommJob& job) {
   DeviceGuard guard(comm->device);
@@ -28,10 +59,9 @@ void runJob(ncclComm* comm, const CommJob& job) {
     comm->initResult = ncclSuccess;
     comm->state = CommState::kReady;
   } else {
-    comm->initError = mscclpp_nccl::lastError();
-    comm->initResult = toNccl(status);
-    comm->state = CommState::kFailed;
+    recordInitFailure(comm, toNccl(status), mscclpp_nccl::lastError());
   }
+  retireIfHidden(comm, lock);
 }
 
 // Runs the job on `comm->worker`; a thread the system refuses fails the initialisation. The thread
@@ -48,9 +78,8 @@ ncclResult_t startWorker(ncclComm* comm, const CommJob& job) {
     return ncclInProgress;
   });
   if (started != ncclInProgress) {
-    comm->initError = mscclpp_nccl::lastError();
-    comm->initResult = started;
-    comm->state = CommState::kFailed;
+    recordInitFailure(comm, started, mscclpp_nccl::lastError());
+    retireIfHidden(comm, lock);
   }
   return started;
 }
@@ -61,19 +90,30 @@ ncclResult_t startCommJob(ncclComm* comm, CommJob job) {
   mscclpp_nccl::logBanner();  // once per process, as stock prints "NCCL version" at init
   if (groupDepth() > 0) {
     // The handle may be destroyed before ncclGroupEnd runs this: it stays in use until then.
-    deferToGroupEnd([comm, job = std::move(job), use = std::make_shared<CommUse>(comm)]() {
-      if (comm->blocking) {
-        runJob(comm, job);
-        return comm->initResult.load();
-      }
-      return startWorker(comm, job);
-    });
+    auto use = std::make_shared<CommUse>(comm);
+    deferToGroupEnd(
+        [comm, job = std::move(job), use]() {
+          if (comm->blocking) {
+            runJob(comm, job);
+            return comm->initResult.load();
+          }
+          return startWorker(comm, job);
+        },
+        /*orderKey=*/nullptr,
+        [comm, use](ncclResult_t error, const std::string& text) {  // the group failed: this never runs
+          std::unique_lock<std::shared_mutex> lock(comm->implMutex);
+          if (comm->state != CommState::kInitializing) return;
+          recordInitFailure(comm, error, text);
+          retireIfHidden(comm, lock);
+        });
     return ncclSuccess;
   }
   if (!comm->blocking) return startWorker(comm, job);
+  const CommUse use(comm);  // a hidden handle is retired by runJob: it must outlive the reads below
   runJob(comm, job);
-  if (comm->initResult != ncclSuccess) mscclpp_nccl::setLastError(comm->initError.c_str());
-  return comm->initResult;
+  const ncclResult_t result = comm->initResult;
+  if (result != ncclSuccess) mscclpp_nccl::setLastError(comm->initError.c_str());
+  return result;
 }
 
 ncclResult_t readCommConfig(const ncclConfig_t* config, CommConfig* out) {
@@ -87,8 +127,12 @@ ncclResult_t readCommConfig(const ncclConfig_t* config, CommConfig* out) {
     return toNccl(fail(Status::kInvalidArgument, "ncclConfig_t size %zu is too small", config->size));
   // Fields past `size` belong to a newer header than the caller's and keep their defaults.
   auto has = [&](size_t offset, size_t bytes) { return offset + bytes <= config->size; };
-  if (has(offsetof(ncclConfig_t, blocking), sizeof(int)) && config->blocking != NCCL_CONFIG_UNDEF_INT)
+  if (has(offsetof(ncclConfig_t, blocking), sizeof(int)) && config->blocking != NCCL_CONFIG_UNDEF_INT) {
+    if (config->blocking != 0 && config->blocking != 1)
+      return toNccl(fail(Status::kInvalidArgument, "ncclConfig_t blocking is %d: 0 or 1 (or left unset)",
+                         config->blocking));
     out->blocking = config->blocking != 0;
+  }
   return ncclSuccess;
 }
 

@@ -17,6 +17,7 @@
 
 #include "native/communicator.h"
 #include "shim/api.h"
+#include "shim/live_handles.h"
 
 enum class CommState : int { kInitializing, kReady, kFailed, kAborted, kDestroyed };
 
@@ -28,7 +29,8 @@ struct PreMulSumOp {
 
 struct ncclComm {
   static constexpr uint64_t kMagic = 0x6d7363636c707063ull;  // "msccl++c"
-  ~ncclComm() { magic = 0; }  // a handle used after it was freed is less likely to pass as live
+  ncclComm();                                                // enters allocatedComms()
+  ~ncclComm();  // leaves it; a handle used after it was freed is less likely to pass as live
   uint64_t magic = kMagic;
   std::atomic<CommState> state{CommState::kInitializing};
   std::atomic<bool> retired{false};    // handed to the quarantine (by exactly one of abort and destroy)
@@ -39,6 +41,9 @@ struct ncclComm {
   std::atomic<ncclResult_t> initResult{ncclInProgress};
   std::string initError;  // ncclGetLastError text of a failed initialisation
   bool blocking = true;
+  // The handle of an NCCL_SPLIT_NOCOLOR rank: the caller never sees it, so it is retired as soon as its
+  // initialisation ends (or is cancelled).
+  bool hidden = false;
   int device = 0;
   int rank = 0;
   int nranks = 0;
@@ -70,6 +75,10 @@ class CommUse {
  private:
   ncclComm* comm_;
 };
+
+// Every handle allocated and not yet freed (live, initialising, or in the quarantine): where a call
+// that stock NCCL lets take any pointer (ncclGetLastError) looks a handle up before reading it.
+LiveHandles& allocatedComms();
 
 constexpr size_t kDestroyedHandlesKept = 1024;
 // Hands a destroyed handle to the quarantine, which frees it after kDestroyedHandlesKept later ones,

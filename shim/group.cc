@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "shim/enqueue.h"
@@ -15,9 +16,12 @@ using mscclpp_nccl::Status;
 
 namespace {
 
+constexpr unsigned int kSimInfoMagic = 0x74685283;  // NCCL_SIM_INFO_INITIALIZER's
+
 struct PendingWork {
   std::function<ncclResult_t()> work;
   const void* orderKey;  // items with the same non-null key run in order, on one thread
+  GroupCancel cancel;    // when the group fails before `work` runs; may be null
 };
 
 struct StreamWork {
@@ -33,6 +37,30 @@ thread_local int tlsGroupDepth = 0;
 thread_local uint64_t tlsGroupEpoch = 0;
 thread_local std::vector<PendingWork> tlsPending;
 thread_local std::vector<StreamWork> tlsStreamWork;
+// The first failure of a call made inside the open group, and its ncclGetLastError text.
+thread_local ncclResult_t tlsGroupError = ncclSuccess;
+thread_local std::string tlsGroupErrorText;
+
+// Ends a group that failed: nothing queued runs, as in stock NCCL. Returns the failure, with its text.
+ncclResult_t dropGroup(ncclResult_t error, const std::string& text, std::vector<PendingWork> pending) {
+  tlsStreamWork.clear();
+  for (PendingWork& item : pending)
+    if (item.cancel)
+      guardApi("ncclGroupEnd", [&] {
+        item.cancel(error, text);
+        return ncclSuccess;
+      });
+  mscclpp_nccl::setLastError(text.c_str());
+  return error;
+}
+
+// The failure recorded by failsGroup in the group being ended (success if none), its text in `text`;
+// the next group starts clean.
+ncclResult_t takeGroupError(std::string* text) {
+  text->swap(tlsGroupErrorText);
+  tlsGroupErrorText.clear();
+  return std::exchange(tlsGroupError, ncclSuccess);
+}
 
 // Runs each communicator's queued work as one call of that communicator (first used, first run): its
 // launches in call order on the first stream it named, the other streams joined before and after.
@@ -150,8 +178,20 @@ int groupDepth() { return tlsGroupDepth; }
 
 uint64_t groupEpoch() { return tlsGroupEpoch; }
 
-void deferToGroupEnd(std::function<ncclResult_t()> work, const void* orderKey) {
-  tlsPending.push_back(PendingWork{std::move(work), orderKey});
+void deferToGroupEnd(std::function<ncclResult_t()> work, const void* orderKey, GroupCancel cancel) {
+  tlsPending.push_back(PendingWork{std::move(work), orderKey, std::move(cancel)});
+}
+
+ncclResult_t failsGroup(ncclResult_t result) {
+  if (tlsGroupDepth > 0 && failed(result) && tlsGroupError == ncclSuccess) {
+    tlsGroupError = result;
+    try {
+      tlsGroupErrorText = mscclpp_nccl::lastError();
+    } catch (const std::exception&) {  // no memory for the text (outside guardApi): the error still counts
+      tlsGroupErrorText.clear();
+    }
+  }
+  return result;
 }
 
 void deferToGroupEnd(ncclComm* comm, cudaStream_t stream, StreamLaunch launch) {
@@ -170,6 +210,9 @@ NCCL_API(ncclResult_t, ncclGroupEnd, (void)) {
   ++tlsGroupEpoch;
   std::vector<PendingWork> pending;
   pending.swap(tlsPending);
+  std::string why;
+  if (const ncclResult_t error = takeGroupError(&why); error != ncclSuccess)
+    return dropGroup(error, why, std::move(pending));
   std::vector<StreamWork> work;
   work.swap(tlsStreamWork);
   const ncclResult_t inits = pending.empty() ? ncclSuccess : runPending(std::move(pending));
@@ -191,6 +234,18 @@ NCCL_API(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo), simInfo)
   // were already returned. The estimate is one packet step's latency floor per collective.
   std::vector<PendingWork> inits;
   inits.swap(tlsPending);
+  std::string why;
+  if (const ncclResult_t error = takeGroupError(&why); error != ncclSuccess)
+    return dropGroup(error, why, std::move(inits));
+  // As stock NCCL reads it: only the bytes that `size` covers (a size of 0 leaves no magic).
+  const bool hasMagic = simInfo->size >= offsetof(ncclSimInfo_t, magic) + sizeof(simInfo->magic);
+  if (!hasMagic || simInfo->magic != kSimInfoMagic) {
+    const ncclResult_t bad = toNccl(fail(Status::kInvalidArgument,
+                                         "ncclGroupSimulateEnd: simInfo was not initialized with "
+                                         "NCCL_SIM_INFO_INITIALIZER (magic 0x%x)",
+                                         hasMagic ? simInfo->magic : 0u));
+    return dropGroup(bad, mscclpp_nccl::lastError(), std::move(inits));
+  }
   std::vector<StreamWork> work;
   work.swap(tlsStreamWork);
   const size_t collectives =

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "native/common/status.h"
@@ -25,7 +26,10 @@ uint64_t groupEpoch();
 // Queues `work` (an initialisation or window registration) for the outermost ncclGroupEnd of this
 // thread, which runs such work on threads of its own and joins them before it returns; items with the
 // same `orderKey` (a communicator's registrations, collective in call order) share one thread, in order.
-void deferToGroupEnd(std::function<ncclResult_t()> work, const void* orderKey = nullptr);
+// `cancel`, when given, runs instead of `work` if the group fails: it is told the group's error and text.
+using GroupCancel = std::function<void(ncclResult_t error, const std::string& text)>;
+void deferToGroupEnd(std::function<ncclResult_t()> work, const void* orderKey = nullptr,
+                     GroupCancel cancel = nullptr);
 
 // Runs task(0..count) on a thread each and joins them; (*results)[i] is what task(i) returned. No task
 // starts before every thread exists (tasks may wait for each other, as ranks in one rendezvous do), so

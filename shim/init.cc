@@ -90,10 +90,10 @@ NCCL_API(ncclResult_t, ncclCommGetUniqueId, (ncclComm_t comm, ncclUniqueId* uniq
 // A larger communicator from `comm`'s ranks and new ones, all meeting at `uniqueId`
 // (ncclCommGetUniqueId): a rank of `comm` passes rank -1 and keeps its rank, a new rank passes a NULL
 // comm and its rank in the new communicator. `comm` stays as it was.
-NCCL_API(ncclResult_t, ncclCommGrow,
-         (ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
-          ncclConfig_t* config),
-         comm, nRanks, uniqueId, rank, newcomm, config) {
+NCCL_GROUP_API(ncclResult_t, ncclCommGrow,
+               (ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                ncclConfig_t* config),
+               comm, nRanks, uniqueId, rank, newcomm, config) {
   if (newcomm == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommGrow: newcomm is NULL"));
   *newcomm = nullptr;
   if (uniqueId == nullptr)
@@ -112,22 +112,23 @@ NCCL_API(ncclResult_t, ncclCommGrow,
   return initRank(newcomm, nRanks, toNative(*uniqueId), comm->rank, config, "ncclCommGrow", comm);
 }
 
-NCCL_API(ncclResult_t, ncclCommInitRank, (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank), comm,
-         nranks, commId, rank) {
+NCCL_GROUP_API(ncclResult_t, ncclCommInitRank, (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank),
+               comm, nranks, commId, rank) {
   return initRank(comm, nranks, toNative(commId), rank, nullptr, "ncclCommInitRank");
 }
 
-NCCL_API(ncclResult_t, ncclCommInitRankConfig,
-         (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config), comm, nranks,
-         commId, rank, config) {
+NCCL_GROUP_API(ncclResult_t, ncclCommInitRankConfig,
+               (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config), comm,
+               nranks, commId, rank, config) {
   return initRank(comm, nranks, toNative(commId), rank, config, "ncclCommInitRankConfig");
 }
 
 // Several ids spread the rendezvous over several roots in stock NCCL; one root serves any number of
 // ranks here, so every rank meets at the first id (all ranks are given the same array).
-NCCL_API(ncclResult_t, ncclCommInitRankScalable,
-         (ncclComm_t * newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config),
-         newcomm, nranks, myrank, nId, commIds, config) {
+NCCL_GROUP_API(ncclResult_t, ncclCommInitRankScalable,
+               (ncclComm_t * newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                ncclConfig_t* config),
+               newcomm, nranks, myrank, nId, commIds, config) {
   if (commIds == nullptr || nId < 1)
     return toNccl(fail(Status::kInvalidArgument, "ncclCommInitRankScalable: needs at least one unique id"));
   return initRank(newcomm, nranks, toNative(commIds[0]), myrank, config, "ncclCommInitRankScalable");

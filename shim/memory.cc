@@ -97,9 +97,9 @@ NCCL_API(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void* handle)
   return ncclSuccess;
 }
 
-NCCL_API(ncclResult_t, ncclCommWindowRegister,
-         (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags), comm, buff, size, win,
-         winFlags) {
+NCCL_GROUP_API(ncclResult_t, ncclCommWindowRegister,
+               (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags), comm, buff, size,
+               win, winFlags) {
   NCCL_TRY(checkReadyComm(comm, "ncclCommWindowRegister"));
   if (buff == nullptr || win == nullptr)
     return toNccl(fail(Status::kInvalidArgument, "ncclCommWindowRegister: buff or win is NULL"));

@@ -11,11 +11,11 @@ using mscclpp_nccl::Communicator;
 using mscclpp_nccl::fail;
 using mscclpp_nccl::Status;
 
-NCCL_API(ncclResult_t, ncclPutSignal,
-         (const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
-          size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
-          cudaStream_t stream),
-         localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream) {
+NCCL_GROUP_API(ncclResult_t, ncclPutSignal,
+               (const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
+                size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                cudaStream_t stream),
+               localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream) {
   constexpr const char* kFunction = "ncclPutSignal";
   NCCL_TRY(checkReadyComm(comm, kFunction));
   NCCL_TRY(checkTypeAndCount(datatype, count, kFunction));
@@ -33,9 +33,9 @@ NCCL_API(ncclResult_t, ncclPutSignal,
   });
 }
 
-NCCL_API(ncclResult_t, ncclSignal,
-         (int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream), peer,
-         sigIdx, ctx, flags, comm, stream) {
+NCCL_GROUP_API(ncclResult_t, ncclSignal,
+               (int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream),
+               peer, sigIdx, ctx, flags, comm, stream) {
   NCCL_TRY(checkReadyComm(comm, "ncclSignal"));
   NCCL_TRY(checkPeer(comm, peer, "ncclSignal"));
   NCCL_TRY(checkSignalSlot(sigIdx, ctx, flags, "ncclSignal"));
@@ -44,9 +44,9 @@ NCCL_API(ncclResult_t, ncclSignal,
                  [=](Communicator& impl, cudaStream_t launch) { return impl.signal(peer, launch); });
 }
 
-NCCL_API(ncclResult_t, ncclWaitSignal,
-         (int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream), nDesc,
-         signalDescs, comm, stream) {
+NCCL_GROUP_API(ncclResult_t, ncclWaitSignal,
+               (int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream), nDesc,
+               signalDescs, comm, stream) {
   constexpr const char* kFunction = "ncclWaitSignal";
   NCCL_TRY(checkReadyComm(comm, kFunction));
   if (nDesc < 0 || (nDesc > 0 && signalDescs == nullptr))

@@ -138,11 +138,65 @@ def test_collectives_reject_a_fake_comm(lib: Any, name: str) -> None:
     expect(lib, calls[name], INVALID_ARGUMENT, "not a valid communicator")
 
 
-def test_collectives_reject_null_comm_inside_a_group(lib: Any) -> None:
+def test_a_call_that_fails_inside_a_group_fails_the_group(lib: Any) -> None:
+    """As in stock NCCL: each call still fails at once, and the outermost ncclGroupEnd returns the first
+    failure (with its text) and runs nothing of the group; the next group starts clean."""
+    calls = collective_calls(lib, NULL)
     assert lib.ncclGroupStart() == 0
-    for name, call in collective_calls(lib, NULL).items():
+    assert calls["ncclAllReduce"]() == INVALID_ARGUMENT
+    for name, call in calls.items():
         assert call() == INVALID_ARGUMENT, name
-    assert lib.ncclGroupEnd() == 0  # nothing was queued
+    expect(lib, lib.ncclGroupEnd, INVALID_ARGUMENT, "ncclAllReduce", "comm is NULL")
+    assert lib.ncclGroupStart() == 0 and lib.ncclGroupEnd() == 0
+
+
+def test_a_group_failure_is_returned_by_the_outermost_group_end(lib: Any) -> None:
+    fake = ffi.cast("void*", ffi.new("char[4096]"))  # readable memory that is no communicator
+    assert lib.ncclGroupStart() == 0 and lib.ncclGroupStart() == 0
+    assert collective_calls(lib, fake)["ncclSend"]() == INVALID_ARGUMENT
+    assert lib.ncclGroupEnd() == 0  # an inner end runs nothing and reports nothing yet
+    expect(lib, lib.ncclGroupEnd, INVALID_ARGUMENT, "ncclSend", "not a valid communicator")
+    # Initialisations and splits take part too.
+    out = ffi.new("void**")
+    assert lib.ncclGroupStart() == 0
+    assert lib.ncclCommSplit(NULL, 0, 0, out, NULL) == INVALID_ARGUMENT
+    expect(lib, lib.ncclGroupEnd, INVALID_ARGUMENT, "ncclCommSplit")
+    # A query that fails inside a group does not fail it, as in stock NCCL.
+    assert lib.ncclGroupStart() == 0
+    assert lib.ncclCommCount(NULL, ffi.new("int*")) == INVALID_ARGUMENT
+    assert lib.ncclGroupEnd() == 0
+
+
+def test_simulated_group_end_checks_its_struct_and_the_group(lib: Any) -> None:
+    info = ffi.new("ncclSimInfo_t*")
+    info.size, info.magic, info.version = ffi.sizeof("ncclSimInfo_t"), 0x1234, 23203
+    assert lib.ncclGroupStart() == 0
+    expect(lib, lambda: lib.ncclGroupSimulateEnd(info), INVALID_ARGUMENT, "NCCL_SIM_INFO_INITIALIZER")
+    info.size, info.magic = 0, 0x74685283  # a size that covers no magic
+    assert lib.ncclGroupStart() == 0
+    expect(lib, lambda: lib.ncclGroupSimulateEnd(info), INVALID_ARGUMENT, "NCCL_SIM_INFO_INITIALIZER")
+    info.size = ffi.sizeof("ncclSimInfo_t")
+    assert lib.ncclGroupStart() == 0
+    assert collective_calls(lib, NULL)["ncclReduce"]() == INVALID_ARGUMENT
+    expect(lib, lambda: lib.ncclGroupSimulateEnd(info), INVALID_ARGUMENT, "ncclReduce")
+
+
+def test_last_error_reads_no_pointer_that_is_not_a_comm(nccl_lib: Path) -> None:
+    """Stock NCCL ignores ncclGetLastError's argument, so callers may pass anything; a pointer into
+    unmapped memory must not be read (a crash would end the child with a signal)."""
+    code = textwrap.dedent(
+        f"""
+        import cffi
+        ffi = cffi.FFI()
+        ffi.cdef("const char* ncclGetLastError(void*);")
+        lib = ffi.dlopen({str(nccl_lib)!r})
+        for bad in (0x10, 0xFFFF0000DEAD0000):
+            assert ffi.string(lib.ncclGetLastError(ffi.cast("void*", bad))) == b""
+        print("OK")
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "OK" in proc.stdout, (proc.returncode, proc.stderr)
 
 
 def test_queries_reject_null(lib: Any) -> None:
@@ -297,6 +351,9 @@ def test_config_is_read_by_its_size(lib: Any, has_gpu: bool) -> None:
     too_small = config_bytes(8)
     init = lambda: lib.ncclCommInitRankConfig(out, 2, uid[0], 0, too_small)  # noqa: E731
     expect(lib, init, INVALID_ARGUMENT, "too small")
+    odd = config_bytes(96, magic=0xCAFEBEEF)
+    ffi.cast("int*", odd)[4] = 2  # blocking: 0, 1 or unset, as stock NCCL requires
+    expect(lib, lambda: lib.ncclCommInitRankConfig(out, 2, uid[0], 0, odd), INVALID_ARGUMENT, "blocking is 2")
     if has_gpu:
         pytest.skip("the rest checks that a valid config gets as far as the GPU, which needs no GPU present")
     for size in (96, 120, 200):  # a 2.30 caller, a 2.32 caller, a future caller

@@ -90,10 +90,11 @@ _STRUCTS = {"ncclUniqueId": UniqueId, "Team": Team, "MultimemHandle": MultimemHa
 
 
 def signatures() -> dict[str, tuple[str, list[str]]]:
-    """name -> (return type, parameter types) of every NCCL_API (or NCCL_CALL_API) definition in shim/*.cc."""
+    """name -> (return type, parameter types) of every NCCL_API (or NCCL_GROUP_API, NCCL_CALL_API) definition
+    in shim/*.cc."""
     found: dict[str, tuple[str, list[str]]] = {}
     patterns = [
-        re.compile(r"^NCCL_(?:CALL_)?API\(\s*([^,]+?),\s*(\w+),\s*\(([^)]*)\)", re.M),
+        re.compile(r"^NCCL_(?:CALL_|GROUP_)?API\(\s*([^,]+?),\s*(\w+),\s*\(([^)]*)\)", re.M),
         re.compile(r'^extern "C" __attribute__\(\(visibility\("default"\)\)\) (\w+) (\w+)\(([^)]*)\)', re.M),
     ]
     for source in sorted((ROOT / "shim").glob("*.cc")):
@@ -306,6 +307,9 @@ def test_exceptions_become_errors(nccl_lib: Path, failing_alloc_driver: Path, re
     for rc, *message in results.values():
         if int(rc) == 2:  # ncclSystemError
             assert message and any(c in message[0] for c in causes), proc.stdout
+    # The calls that reach the refused allocation or thread before any CUDA call, with or without a GPU.
+    for name in ("ncclGetUniqueId", "ncclMemAlloc") if refused == "new" else ("ncclGetUniqueId",):
+        assert results[name][0] == "2", f"{name}: {proc.stdout}"
 
 
 def run_gpu_worker(scenario: str, **env: str) -> None:
@@ -332,6 +336,11 @@ def test_unknown_registration_handles_are_refused() -> None:
 @pytest.mark.gpu
 def test_abort_and_destroy_at_once() -> None:
     run_gpu_worker("race", MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT="1")
+
+
+@pytest.mark.gpu
+def test_a_comm_still_initializing_is_refused_at_once() -> None:
+    run_gpu_worker("initializing")
 
 
 @pytest.mark.gpu

@@ -4,6 +4,7 @@ run, named on the command line; prints "PASS <scenario>" or dies trying (a crash
   destroyed   every function that takes a communicator, given a destroyed one: an error, no crash
   deregister  ncclCommDeregister / ncclCommWindowDeregister of handles the comm never gave out
   race        ncclCommAbort and ncclCommDestroy of one non-blocking comm at once, from two threads
+  initializing  queries and ncclCommDestroy of a non-blocking comm still in its rendezvous refuse it at once
   rounds      a 16 GiB all-reduce forced onto a one-shot shape of one block and one packet a round
 """
 
@@ -14,6 +15,7 @@ import os
 import random
 import sys
 import threading
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import test_bad_input as table
@@ -113,6 +115,24 @@ def race() -> None:
     print("PASS race")
 
 
+def initializing() -> None:
+    """Rank 0 of 2 alone, non-blocking: while its initialisation waits in the rendezvous, the queries and
+    ncclCommDestroy refuse the comm at once, as stock NCCL does (destroy would otherwise wait out the
+    bootstrap timeout); ncclCommAbort ends it."""
+    comm = nccl.comm_init_rank(2, nccl.get_unique_id(), 0, new_config(blocking=0))
+    out = ffi.new("int*")
+    for name in ("ncclCommCount", "ncclCommUserRank", "ncclCommCuDevice"):
+        rc = getattr(lib, name)(comm, out)
+        assert rc == INVALID_USAGE and "still initializing" in nccl.last_error(), (name, rc)
+    started = time.monotonic()
+    rc = lib.ncclCommDestroy(comm)
+    took = time.monotonic() - started
+    assert rc == INVALID_ARGUMENT and "still initializing" in nccl.last_error(), rc
+    assert took < 1.0, f"ncclCommDestroy took {took:.1f} s"
+    assert lib.ncclCommAbort(comm) == 0
+    print("PASS initializing")
+
+
 def rounds() -> None:
     import cupy as cp
 
@@ -135,4 +155,10 @@ def rounds() -> None:
 
 
 if __name__ == "__main__":
-    {"destroyed": destroyed, "deregister": deregister, "race": race, "rounds": rounds}[sys.argv[1]]()
+    {
+        "destroyed": destroyed,
+        "deregister": deregister,
+        "race": race,
+        "initializing": initializing,
+        "rounds": rounds,
+    }[sys.argv[1]]()
