@@ -640,10 +640,12 @@ Status Communicator::putSignal(const void* src, size_t bytes, int peer, const Sy
     return fail(
         Status::kInvalidUsage,
         "ncclPutSignal: the peer's window is not mapped here (register it with NCCL_WIN_COLL_SYMMETRIC)");
-  if (offset > window.bytes() || bytes > window.bytes() - offset)
+  // Every rank's window holds sharedBytes(): the peer's may be smaller than this rank's.
+  if (offset > window.sharedBytes() || bytes > window.sharedBytes() - offset)
     return fail(Status::kInvalidArgument,
-                "ncclPutSignal: %zu bytes at offset %zu pass the window's end (%zu bytes)", bytes, offset,
-                window.bytes());
+                "ncclPutSignal: %zu bytes at offset %zu pass the end of the smallest rank's window (%zu "
+                "bytes)",
+                bytes, offset, window.sharedBytes());
   numberCall("PutSignal", bytes);
   return oneSided_.put(src, window.peerBase(peer) + offset, bytes, peer, stream);
 }

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -23,6 +24,7 @@ struct Exported {
   uint64_t address;          // the window in its owner's process
   uint64_t offset;           // of the window in its allocation
   uint64_t allocationBytes;  // of that allocation (what an imported descriptor maps)
+  uint64_t windowBytes;      // of the window as its owner registered it
   cudaIpcMemHandle_t ipc;
   Reach reach;
 };
@@ -86,6 +88,7 @@ Status SymmetricWindow::mapPeers(Bootstrap& bootstrap, const Topology& topology,
   int fd = -1;
   exported[rank].reach = exportWindow(local_, &exported[rank], &fd);
   exported[rank].address = reinterpret_cast<uintptr_t>(local_);
+  exported[rank].windowBytes = bytes_;
   Status status = bootstrap.allGather(exported.data(), sizeof(Exported));
   std::vector<int> fds;
   if (ok(status)) status = exchangeFds(bootstrap, topology, fd, &fds);
@@ -125,6 +128,8 @@ Status SymmetricWindow::mapPeers(Bootstrap& bootstrap, const Topology& topology,
     unmapPeers();
     return Status::kSuccess;
   }
+  sharedBytes_ = bytes_;
+  for (const Exported& e : exported) sharedBytes_ = std::min<size_t>(sharedBytes_, e.windowBytes);
   std::vector<char*> bases(nranks);
   for (int peer = 0; peer < nranks; ++peer) bases[peer] = peers_[peer].base;
   MSCCLPP_CUDA_TRY(cudaMalloc(&deviceTable_, sizeof(char*) * nranks));
@@ -150,7 +155,8 @@ SymmetricWindow::~SymmetricWindow() { unmapPeers(); }
 
 bool SymmetricWindow::contains(const void* ptr, size_t bytes) const {
   const uintptr_t start = reinterpret_cast<uintptr_t>(local_), address = reinterpret_cast<uintptr_t>(ptr);
-  return address >= start && address - start <= bytes_ && bytes <= bytes_ - (address - start);
+  const size_t within = mapped() ? sharedBytes_ : bytes_;
+  return address >= start && address - start <= within && bytes <= within - (address - start);
 }
 
 }  // namespace mscclpp_nccl

@@ -34,6 +34,11 @@ class SymmetricWindow {
   size_t bytes() const { return bytes_; }
   // Whether every rank mapped every peer's window (the same answer on every rank).
   bool mapped() const { return deviceTable_ != nullptr; }
+  // Where mapped(): the smallest window any rank registered (the same on every rank), within which an
+  // offset is valid in every peer's window.
+  size_t sharedBytes() const { return sharedBytes_; }
+  // Whether [ptr, ptr + bytes) lies in the local window; where mapped(), within sharedBytes(), so that
+  // every rank, given the same offsets, decides alike and no peer's window is passed.
   bool contains(const void* ptr, size_t bytes) const;
   // Device array of every rank's window base as mapped here (own entry is local()); null if !mapped().
   char* const* devicePeerTable() const { return deviceTable_; }
@@ -47,6 +52,7 @@ class SymmetricWindow {
 
   void* local_ = nullptr;
   size_t bytes_ = 0;
+  size_t sharedBytes_ = 0;
   struct PeerMapping {
     char* base = nullptr;     // the peer's window base as mapped here
     void* mapping = nullptr;  // what to undo: an IPC mapping or an imported range (else null)

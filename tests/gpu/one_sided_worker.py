@@ -133,7 +133,7 @@ def refused(w: OneSided) -> None:
     data = cp.ones(SLOT, dtype=cp.float32)
     peer = (w.comm.rank + 1) % w.comm.size
     expect_error(w.put(data, peer, 0, sig_idx=1), w, "must be 0")
-    expect_error(w.put(data, peer, w.comm.size), w, "window's end")
+    expect_error(w.put(data, peer, w.comm.size), w, "smallest rank's window")
     graph_stream = cp.cuda.Stream(non_blocking=True)
     graph_stream.begin_capture()
     result = w.lib.ncclSignal(peer, 0, 0, 0, w.comm.handle, ffi.cast("void*", graph_stream.ptr))
