@@ -5,6 +5,7 @@ NCCL (ranks are threads; "device" memory is host memory), for every collective.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import threading
@@ -451,6 +452,32 @@ def test_inputs_regenerate_and_slice() -> None:
                 assert np.isfinite(b.decode(full, dt)).all()
 
 
+def wrap_to(dt: b.DType, values: np.ndarray) -> np.ndarray:
+    """Python integers wrapped to an integer type, as two's complement arithmetic in the type gives."""
+    unsigned = np.array([int(v) % (1 << dt.bits) for v in values], dtype=f"uint{dt.bits}")
+    return unsigned.view(dt.storage)
+
+
+def independent_reduce(dt: b.DType, kind: str, inputs: list[np.ndarray]) -> np.ndarray:
+    """The reduction written apart from the bench's reduce_ranks, so that comparing the two can fail:
+    integers in Python's exact arithmetic and then wrapped (avg divides the wrapped sum, as the type
+    would), floats in float64 and then rounded once to the type."""
+    if dt.is_float:
+        values = np.stack([b.decode(x, dt) for x in inputs])
+        total = {"sum": values.sum(0), "prod": values.prod(0), "max": values.max(0), "min": values.min(0)}
+        return b.encode(total[kind] if kind != "avg" else values.sum(0) / len(inputs), dt)
+    exact = [x.astype(object) for x in inputs]  # Python integers: nothing overflows
+    if kind in ("max", "min"):
+        pick = np.maximum if kind == "max" else np.minimum
+        return wrap_to(dt, functools.reduce(pick, exact))
+    if kind == "prod":
+        return wrap_to(dt, functools.reduce(np.multiply, exact))
+    wrapped = wrap_to(dt, functools.reduce(np.add, exact))
+    if kind == "sum":
+        return wrapped
+    return wrap_to(dt, wrapped.astype(object) // len(inputs))
+
+
 @pytest.mark.parametrize("dt", b.TYPES, ids=lambda t: t.name)
 @pytest.mark.parametrize("nranks", [1, 2, 3, 8, 17])
 def test_reference_is_exact(dt: b.DType, nranks: int) -> None:
@@ -461,6 +488,12 @@ def test_reference_is_exact(dt: b.DType, nranks: int) -> None:
         inputs = [b.gen_input(dt, kind, nranks, r, 5, 0, count) for r in range(nranks)]
         expected, tolerance = b.reduce_ranks(dt, kind, inputs)
         assert expected.dtype == np.dtype(dt.storage)
+        if kind != "mulsum":
+            again = independent_reduce(dt, kind, inputs)
+            if kind == "avg" and dt.is_float:
+                assert b.count_wrong(expected, again, dt, tolerance=2) == 0, kind
+            else:
+                assert np.array_equal(expected, again), kind
         if not dt.is_float:
             assert tolerance == 0
             continue
@@ -759,7 +792,7 @@ class _FakeLib(fake.FakeLibResources):
                     acc = acc + x * k[0]
             return acc
         kind = {0: "sum", 1: "prod", 2: "max", 3: "min", 4: "avg"}[op]
-        return b.reduce_ranks(dt, kind, [x for x, _ in parts])[0]
+        return independent_reduce(dt, kind, [x for x, _ in parts])
 
     def _damage(self, out: np.ndarray) -> None:
         if self.corrupt and out.size:

@@ -54,14 +54,28 @@ def epsilon(name: str) -> float:
     return float(np.finfo(np.dtype(name)).eps)
 
 
+def exact_fp8_input(rng: np.random.Generator, op: str, count: int, rank: int) -> np.ndarray:
+    """fp8 inputs whose sums (or products) are exact in both formats whatever the order: a rank owns the
+    elements i with i % 7 in {rank % 7, (rank + 3) % 7}, at most 4 owners an element at up to 10 ranks.
+    For sums the owners give +-1 or +-2 and the others 0 (every partial sum an integer of magnitude 8 or
+    less); for products the owners give +-2 or +-0.5 and the others +-1 (every partial product +-2^k,
+    |k| <= 4). The result is then checked exactly: a rank left out changes the elements it owns."""
+    residue = np.arange(count) % 7
+    mine = (residue == rank % 7) | (residue == (rank + 3) % 7)
+    sign = rng.choice(np.array([-1.0, 1.0]), count)
+    if op == "prod":
+        return sign * np.where(mine, rng.choice(np.array([0.5, 2.0]), count), 1.0)
+    return np.where(mine, sign * rng.choice(np.array([1.0, 2.0]), count), 0.0)
+
+
 def make_input(name: str, op: str, count: int, rank: int, seed: int) -> np.ndarray:
     """Rank `rank`'s input, in the host dtype. Values keep products and sums in range."""
     rng = np.random.default_rng([seed, rank, count, TYPES.index(name), OPS.index(op)])
+    if name.startswith("float8"):
+        return exact_fp8_input(rng, op, count, rank).astype(host_dtype(name))
     if is_float(name):
         low, high = (0.5, 1.5) if op == "prod" else (-4.0, 4.0)
         values = rng.uniform(low, high, count)
-        if name.startswith("float8"):
-            values = np.round(values * 4) / 4  # exactly representable in both fp8 formats
         return values.astype(host_dtype(name))
     info = np.iinfo(np.dtype(name))
     if op == "prod":
@@ -79,7 +93,9 @@ def premul_scalar(name: str, rank: int) -> np.ndarray:
 
 def reduce(name: str, op: str, inputs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """The expected result (float64 for float types, wrapped integer arithmetic for integers) and the
-    magnitude that bounds its rounding error (the sum of the operands' absolute values)."""
+    magnitude that bounds its rounding error: 0 where the result is exact whatever the algorithm (max
+    and min pick an operand; fp8 sums and products of make_input's values), else the larger of the
+    result and the sum of the operands' absolute values (divided by the ranks for avg, as the result)."""
     nranks = len(inputs)
     if is_float(name):
         xs = [x.astype(np.float64) for x in inputs]
@@ -107,8 +123,10 @@ def reduce(name: str, op: str, inputs: list[np.ndarray]) -> tuple[np.ndarray, np
             out = (np.sign(out) * (np.abs(out.astype(np.int64)) // nranks)).astype(out.dtype)
         else:
             out = out // nranks
-    magnitude = sum(np.abs(x.astype(np.float64)) for x in xs)
-    return out, magnitude
+    if op in ("max", "min") or (name.startswith("float8") and op in ("sum", "prod")):
+        return out, np.zeros(out.shape)
+    magnitude = sum(np.abs(x.astype(np.float64)) for x in xs) / (nranks if op == "avg" else 1)
+    return out, np.maximum(np.abs(out.astype(np.float64)), magnitude)
 
 
 def check(
@@ -120,8 +138,9 @@ def check(
     else:
         g = got.astype(np.float64)
         eps = epsilon(name)
-        # Inputs are exact in the type; the library rounds once per rank at most (PreMulSum).
-        tolerance = (nranks + 2) * eps * np.maximum(np.abs(expected), magnitude) + 1e-12
+        # Inputs are exact in the type; the library rounds once per rank at most (PreMulSum), and a
+        # magnitude of 0 marks a result that no rounding touches.
+        tolerance = (nranks + 2) * eps * magnitude
         bad = np.nonzero(~(np.abs(g - expected) <= tolerance))[0]
     if bad.size:
         first = bad[:5]
