@@ -29,6 +29,7 @@
 // <ns> are CLOCK_MONOTONIC nanoseconds (steady_clock), comparable with Python's time.monotonic_ns().
 // Prints "OK ..." and exits 0, or prints the error and exits 1.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -279,6 +280,8 @@ int modeStranger(const std::string& path, bool silent) {
     printf("ERROR stranger: connect: %s\n", describe(status).c_str());
     return 1;
   }
+  printf("CONNECTED\n");  // the test starts the ranks only now
+  fflush(stdout);
   if (!silent) {
     std::vector<char> junk(40 + 72, 0x5a);  // no valid challenge, then something proof-shaped
     if (sendAll(sock.fd(), junk.data(), junk.size(), deadlineAfter(5)) != Status::kSuccess) {
@@ -470,6 +473,28 @@ int modeCommId(const char* path) {
   return 0;
 }
 
+// This process's thread count, from /proc/self/status (0 if it cannot be read).
+int threadCount() {
+  FILE* status = fopen("/proc/self/status", "r");
+  if (status == nullptr) return 0;
+  char line[256];
+  int threads = 0;
+  while (fgets(line, sizeof(line), status) != nullptr)
+    if (sscanf(line, "Threads: %d", &threads) == 1) break;
+  fclose(status);
+  return threads;
+}
+
+// This process's open descriptors, from /proc/self/fd.
+int descriptorCount() {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return 0;
+  int n = 0;
+  while (readdir(dir) != nullptr) ++n;
+  closedir(dir);
+  return n - 3;  // ., .. and the one that reads the directory
+}
+
 int modeIdle(int count, double lifetime) {
   for (int i = 0; i < count; ++i) {
     UniqueId id;
@@ -479,7 +504,9 @@ int modeIdle(int count, double lifetime) {
       return 1;
     }
   }
-  printf("IDS %d\n", count);
+  // Counted at once: the roots time out soon.
+  printf("IDS %d THREADS %d FDS %d\n", count, threadCount(), descriptorCount());
+  fflush(stdout);
   std::this_thread::sleep_for(std::chrono::duration<double>(lifetime));
   return 0;
 }

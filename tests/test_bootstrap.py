@@ -104,7 +104,8 @@ def test_stranger_is_dropped(driver: Path, root: tuple[Path, subprocess.Popen[st
         _start([driver, "stranger", id_file], env),
         _start([driver, "stranger", id_file, "silent"], env),
     ]
-    time.sleep(0.3)  # let the strangers get in first
+    for proc in strangers:  # the strangers get in first
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "CONNECTED"
     results = _run_ranks(driver, str(id_file), range(4), 4, env)
     for proc in strangers:
         rc, out = _finish(proc, 30)

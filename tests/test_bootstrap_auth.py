@@ -20,6 +20,7 @@ from test_bootstrap_wire import (
     answer,
     challenge,
     comm_id_key,
+    connect_when_up,
     driver,  # noqa: F401 - the fixture
     env,
     finish,
@@ -203,7 +204,7 @@ class Relay:
     def _run(self) -> None:
         self.listener.settimeout(30)
         client = self.listener.accept()[0]
-        server = socket.create_connection(self.target)
+        server = connect_when_up(self.target)
         last = None
         with client, server:
             for s in (client, server):
@@ -234,7 +235,8 @@ class Relay:
 def replay(target: tuple[str, int], segments: list[bytes]) -> bytes:
     """Sends the recorded segments to `target`, each after the answer to the one before; what came back."""
     got = b""
-    with socket.create_connection(target, timeout=5) as s:
+    with connect_when_up(target) as s:
+        s.settimeout(5)
         for segment in segments:
             try:
                 s.sendall(segment)

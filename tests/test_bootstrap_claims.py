@@ -17,6 +17,7 @@ from test_bootstrap_wire import (
     MIB,
     PURPOSE_PEER,
     PURPOSE_ROOT,
+    QUEUED_BYTES_BOUND,
     challenge,
     connect,
     driver,  # noqa: F401 - the fixture
@@ -89,7 +90,7 @@ def test_a_failure_stops_a_rank_waiting_for_a_peer_to_listen(driver: Path, tmp_p
         root.close()
     for rc, out in results:
         assert rc != 0 and CLAIMED_TWICE in out, out
-    assert took < 8, f"the ranks took {took:.1f} s to fail (their timeout is 20 s)"
+    assert took < 15, f"the ranks took {took:.1f} s to fail (their timeout is 20 s)"
     for s in (*claims, *conns):
         s.close()
 
@@ -163,7 +164,7 @@ def test_rank_claim_queue_cap_is_per_process(driver: Path, victim_factory) -> No
         peak = max(peak, rss_bytes(v.proc.pid) - before)
         time.sleep(0.05)
     assert all(t.is_alive() for t in senders), "a flood went through: no back-pressure"
-    assert peak < 330 * MIB, f"three claimed ranks grew the victim by {peak / MIB:.0f} MiB"
+    assert peak < QUEUED_BYTES_BOUND, f"three claimed ranks grew the victim by {peak / MIB:.0f} MiB"
     log, (rc, out) = v.complete(driver, held)
     assert "GOT alive" in log and "OK rank 0" in log, log
     assert rc == 0 and "OK rank 1" in out, out

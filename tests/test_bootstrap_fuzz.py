@@ -29,6 +29,7 @@ from test_bootstrap_wire import (
     MIB,
     PURPOSE_PEER,
     PURPOSE_ROOT,
+    QUEUED_BYTES_BOUND,
     challenge,
     driver,  # noqa: F401 - the fixture
     env,
@@ -53,9 +54,8 @@ CASES_PER_WORKER = 4000
 ROOT_RANKS = 128  # of the root that gets valid hellos: each worker's hellos use ranks of its own, once
 INT_MIN = -(1 << 31)
 TAG_FAILURE = INT_MIN + 3  # a claimed rank may fail the communicator: that is its right, not a bug
-# The process-wide frame cap (256 MiB, filled by the flood of two claimed ranks), the floor of the other
-# connections, slack.
-RSS_LIMIT = 330 * MIB
+# The process-wide frame cap, filled by the flood of two claimed ranks (QUEUED_BYTES_BOUND says what else).
+RSS_LIMIT = QUEUED_BYTES_BOUND
 FD_LIMIT = 2 * 64 + 32  # two capped pending sets, the claimed ranks and the process's own
 INVALID_RANKS = [0, -1, NRANKS, INT_MIN, 2**31 - 1]  # refused before a claim counts
 

@@ -224,7 +224,9 @@ def test_fd_backlog_fallback_is_warned(driver: Path, tmp_path: Path) -> None:
     NCCL_DEBUG=WARN says why on both ranks: never silently."""
     env = {"MSCCLPP_TEST_REFUSE_THREADS": "1", "MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT": "4"}
     said, outputs, report = exchange_beside(driver, tmp_path, ["flood"], env)
-    if "full" not in said:
+    filled = re.search(r"FILLED \d+ (full|out of descriptors)", said)
+    assert filled, report  # the flooder found the socket and reported how far it got
+    if filled.group(1) != "full":
         pytest.skip(f"this process may not open enough descriptors to fill a backlog: {said}")
     assert "descriptor socket served only after every rank connected" in outputs[0][1], report
     late = outputs[1][1]

@@ -179,9 +179,13 @@ def test_failure_kills_the_others(tmp_path: Path) -> None:
     code = (
         "import os, sys, time\n"
         "rank = os.environ['RANK']\n"
-        f"open(os.path.join({str(tmp_path)!r}, rank), 'w').write(str(os.getpid()))\n"
-        "if rank == '1':\n"
-        "    time.sleep(0.5)\n"
+        f"d = {str(tmp_path)!r}\n"
+        "open(os.path.join(d, rank + '.tmp'), 'w').write(str(os.getpid()))\n"
+        "os.rename(os.path.join(d, rank + '.tmp'), os.path.join(d, rank))\n"
+        "if rank == '1':\n"  # fails once the others have said who they are
+        "    end = time.monotonic() + 30\n"
+        "    while not all(os.path.exists(os.path.join(d, r)) for r in '02') and time.monotonic() < end:\n"
+        "        time.sleep(0.05)\n"
         "    sys.exit(5)\n"
         "time.sleep(120)\n"
     )
