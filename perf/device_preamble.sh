@@ -5,7 +5,8 @@
 # daemon), makes $logs and build/, and sets what every run uses: PYTHONPATH, bounded waits, the shipped
 # tuning table. unpack_stock puts stock NCCL 2.30.7 (carried in .devkit/stock-nccl) in $STOCK_LIB;
 # check_stream_order, gpu_suites and pytorch_apps run the ordering check, the GPU test suites and the
-# applications that a change of device code needs (device_code_checks runs them all); run_tests runs any others; side_by_side_all times
+# applications that a change of device code needs (device_code_checks runs them all); fake_host_suites the
+# hierarchical path; run_tests runs any others; side_by_side_all times
 # ours against stock; pack_logs packs $logs into $OUT/NAME.tgz, NAME the folder's (few files come back).
 set -u
 kit=$PWD/.devkit
@@ -54,6 +55,15 @@ gpu_suites() {
   run_tests tests "${1:-400}" tests/test_zero_copy_gpu.py tests/test_collectives_gpu.py::test_collective_scenarios \
     tests/test_collectives_gpu.py::test_p2p_chunked_forced tests/test_collectives_gpu.py::test_p2p_many_peers \
     tests/test_allreduce_gpu.py::test_allreduce_scenarios
+}
+
+# The hierarchical path over fake hosts (tests that need a stock NCCL of 2.30 or later beside ours, named by
+# MSCCLPP_NCCL_FALLBACK_LIB, and skip without it): the layouts, and DDP and a peer's death under PyTorch.
+fake_host_suites() {
+  unpack_stock
+  MSCCLPP_NCCL_FALLBACK_LIB=$STOCK_LIB/libnccl.so.2 run_tests fake_hosts "${1:-400}" \
+    tests/test_hierarchical_gpu.py tests/test_apps_gpu.py::test_ddp_over_fake_hosts \
+    tests/test_apps_gpu.py::test_peer_death_over_fake_hosts
 }
 
 # Everything a change of device code must pass, after what the run has done since $1 (its $SECONDS at
