@@ -104,12 +104,18 @@ def test_stranger_is_dropped(driver: Path, root: tuple[Path, subprocess.Popen[st
         _start([driver, "stranger", id_file], env),
         _start([driver, "stranger", id_file, "silent"], env),
     ]
-    for proc in strangers:  # the strangers get in first
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "CONNECTED"
-    results = _run_ranks(driver, str(id_file), range(4), 4, env)
-    for proc in strangers:
-        rc, out = _finish(proc, 30)
-        assert rc == 0 and "OK stranger dropped" in out, out
+    try:
+        for proc in strangers:  # the strangers get in first
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "CONNECTED"
+        results = _run_ranks(driver, str(id_file), range(4), 4, env)
+        for proc in strangers:
+            # Read through the same buffered stream as readline (communicate with a timeout bypasses it).
+            rc = proc.wait(timeout=30)
+            out = proc.stdout.read() if proc.stdout else ""
+            assert rc == 0 and "OK stranger dropped" in out, out
+    finally:
+        for proc in strangers:
+            proc.kill()
     _assert_all_ok(results)
 
 
