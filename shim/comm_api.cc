@@ -270,15 +270,16 @@ NCCL_API(const char*, ncclGetErrorString, (ncclResult_t result), result) {
 }
 
 // The calling thread's last error; failing that, the initialisation error of `comm` (a non-blocking
-// initialisation fails on a thread of its own). Stock NCCL ignores `comm`, so any pointer may come: it is
-// read only if it is a handle of ours.
+// initialisation fails on a thread of its own); failing that, the process's last warning, as stock NCCL
+// gives. Stock ignores `comm`, so any pointer may come: it is read only if it is a handle of ours.
 NCCL_API(const char*, ncclGetLastError, (ncclComm_t comm), comm) {
   const char* text = mscclpp_nccl::lastError();
-  if (text[0] != '\0' || comm == nullptr) return text;
-  allocatedComms().read(comm, [&] {
-    // initError is written before initResult turns to the error, and never after.
-    const ncclResult_t init = comm->initResult.load();
-    if (init != ncclSuccess && init != ncclInProgress) text = comm->initError.c_str();
-  });
-  return text;
+  if (text[0] != '\0') return text;
+  if (comm != nullptr)
+    allocatedComms().read(comm, [&] {
+      // initError is written before initResult turns to the error, and never after.
+      const ncclResult_t init = comm->initResult.load();
+      if (init != ncclSuccess && init != ncclInProgress) text = comm->initError.c_str();
+    });
+  return text[0] != '\0' ? text : mscclpp_nccl::lastErrorForCaller();
 }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -179,6 +180,17 @@ def test_simulated_group_end_checks_its_struct_and_the_group(lib: Any) -> None:
     assert lib.ncclGroupStart() == 0
     assert collective_calls(lib, NULL)["ncclReduce"]() == INVALID_ARGUMENT
     expect(lib, lambda: lib.ncclGroupSimulateEnd(info), INVALID_ARGUMENT, "ncclReduce")
+
+
+def test_last_error_reaches_other_threads(lib: Any) -> None:
+    """Stock NCCL keeps one text for the process: a thread that has not failed itself (PyTorch's
+    watchdog) reads the last failure that another thread saw."""
+    expect(lib, lambda: lib.ncclCommCount(NULL, ffi.new("int*")), INVALID_ARGUMENT, "ncclCommCount")
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.append(last_error(lib)))
+    reader.start()
+    reader.join()
+    assert seen == ["ncclCommCount: comm is NULL"], seen
 
 
 def test_last_error_reads_no_pointer_that_is_not_a_comm(nccl_lib: Path) -> None:

@@ -290,16 +290,41 @@ void showBannerLocked(int device) {
   writeLine(level == Level::kInfo ? Level::kInfo : Level::kVersion, nullptr, device, bannerText());
 }
 
-void emit(Level level, const LogSite* site, const char* fmt, va_list ap) {
-  char msg[4096];  // room for a search report naming every place it looked
-  vsnprintf(msg, sizeof(msg), fmt, ap);
+void writeMessage(Level level, const LogSite* site, const char* msg) {
   const int device = currentDeviceOrZero();  // outside the lock: a CUDA call
   std::lock_guard<std::mutex> lock(outputMutex());
   showBannerLocked(device);
   writeLine(level, site, device, msg);
 }
 
+void emit(Level level, const LogSite* site, const char* fmt, va_list ap) {
+  char msg[4096];  // room for a search report naming every place it looked
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  writeMessage(level, site, msg);
+}
+
 thread_local char tlsLastError[4096];
+
+// The process's last warning or failure, from any thread and whatever NCCL_DEBUG says: stock NCCL keeps
+// one such text for the process, and callers read it from other threads than the one that failed (a
+// watchdog reporting a peer's loss).
+// Constant-initialised, so that recording allocates nothing (it runs when an allocation has failed),
+// and with nothing to undo at exit.
+std::mutex lastWarningMutex;
+char lastWarning[4096];
+thread_local char tlsLastWarningCopy[4096];
+
+void recordWarning(const char* text) {
+  std::lock_guard<std::mutex> lock(lastWarningMutex);
+  snprintf(lastWarning, sizeof(lastWarning), "%s", text);
+}
+
+void warn(bool always, LogSite site, const char* fmt, va_list ap) {
+  char msg[4096];
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  recordWarning(msg);
+  if (always || config().level >= Level::kWarn) writeMessage(Level::kWarn, &site, msg);
+}
 
 // The git commit in build_info.json beside the library ("" when there is none).
 std::string buildCommit() {
@@ -366,17 +391,16 @@ void logInfo(LogSubsys, const char* fmt, ...) {
 }
 
 void logWarnAt(LogSite site, const char* fmt, ...) {
-  if (config().level < Level::kWarn) return;
   va_list ap;
   va_start(ap, fmt);
-  emit(Level::kWarn, &site, fmt, ap);
+  warn(/*always=*/false, site, fmt, ap);
   va_end(ap);
 }
 
 void logWarnAlwaysAt(LogSite site, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  emit(Level::kWarn, &site, fmt, ap);
+  warn(/*always=*/true, site, fmt, ap);
   va_end(ap);
 }
 
@@ -390,6 +414,13 @@ Status failAt(LogSite site, Status status, const char* fmt, ...) {
 }
 
 const char* lastError() { return tlsLastError; }
+
+const char* lastErrorForCaller() {
+  if (tlsLastError[0] != '\0') return tlsLastError;
+  std::lock_guard<std::mutex> lock(lastWarningMutex);
+  snprintf(tlsLastWarningCopy, sizeof(tlsLastWarningCopy), "%s", lastWarning);
+  return tlsLastWarningCopy;
+}
 
 void setLastError(const char* text) { snprintf(tlsLastError, sizeof(tlsLastError), "%s", text); }
 

@@ -64,6 +64,10 @@ const char* bannerText();
 // The text of the last failure on this thread ("" when none).
 const char* lastError();
 void setLastError(const char* text);
+// What ncclGetLastError gives: this thread's last failure, else the process's last warning or failure
+// from any thread (stock NCCL keeps one text for the process, and a watchdog thread asks about failures
+// that other threads saw). Valid on this thread until its next call.
+const char* lastErrorForCaller();
 
 }  // namespace mscclpp_nccl
 
