@@ -80,6 +80,8 @@ NCCL_API(ncclResult_t, ncclCommFinalize, (ncclComm_t comm), comm) {
   // Work is only ever enqueued on the caller's streams, so there is nothing left to flush here. As in
   // stock NCCL, the communicator's asynchronous error (a lost peer) is reported.
   NCCL_TRY(checkKnownComm(comm, "ncclCommFinalize"));
+  if (comm->state.load() == CommState::kInitializing)  // as stock NCCL, which waits for nothing here
+    return toNccl(fail(Status::kInvalidArgument, "ncclCommFinalize: comm is still initializing"));
   if (comm->revoked.load())
     return toNccl(fail(Status::kInvalidUsage, "ncclCommFinalize: comm was revoked: destroy or abort it"));
   std::shared_lock<std::shared_mutex> lock(comm->implMutex);
@@ -166,6 +168,10 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t* as
       *asyncError = ncclInProgress;
       break;
     case CommState::kReady: {
+      if (comm->childJobs.load(std::memory_order_acquire) > 0) {  // a non-blocking split or shrink runs
+        *asyncError = ncclInProgress;
+        break;
+      }
       if (comm->revoked.load()) {  // the revoked calls' failures are the revoke's, not errors
         *asyncError = revokeProgress(comm);
         break;
@@ -197,7 +203,9 @@ NCCL_GROUP_API(ncclResult_t, ncclCommSplit,
   // and that is retired once the exchange ends.
   child->hidden = color == NCCL_SPLIT_NOCOLOR;
   if (!child->hidden) *newcomm = child;
-  ncclResult_t result = startCommJob(child, [comm, child, color, key](std::unique_ptr<Communicator>* impl) {
+  const auto running = child->blocking ? nullptr : std::make_shared<ChildJob>(comm);
+  return startCommJob(child, [comm, child, color, key, running](std::unique_ptr<Communicator>* impl) {
+    (void)running;  // held, with every copy of this job, until the child is made
     return withImpl(comm, "ncclCommSplit: parent was destroyed", [&](Communicator& parent) {
       MSCCLPP_TRY(parent.split(color, key, impl));
       if (*impl) {
@@ -207,7 +215,6 @@ NCCL_GROUP_API(ncclResult_t, ncclCommSplit,
       return Status::kSuccess;
     });
   });
-  return result;
 }
 
 NCCL_GROUP_API(ncclResult_t, ncclCommShrink,
@@ -233,15 +240,18 @@ NCCL_GROUP_API(ncclResult_t, ncclCommShrink,
   ncclComm* child = nullptr;
   NCCL_TRY(newChildHandle(comm, config, &child));
   *newcomm = child;
-  return startCommJob(child, [comm, child, excluded, shrinkFlags](std::unique_ptr<Communicator>* impl) {
-    return withImpl(comm, "ncclCommShrink: parent was destroyed", [&](Communicator& parent) {
-      if (shrinkFlags == NCCL_SHRINK_ABORT) parent.abortOutstandingWork();
-      MSCCLPP_TRY(parent.shrink(excluded, impl));
-      child->rank = (*impl)->rank();
-      child->nranks = (*impl)->size();
-      return Status::kSuccess;
-    });
-  });
+  const auto running = child->blocking ? nullptr : std::make_shared<ChildJob>(comm);
+  return startCommJob(
+      child, [comm, child, excluded, shrinkFlags, running](std::unique_ptr<Communicator>* impl) {
+        (void)running;  // held, with every copy of this job, until the child is made
+        return withImpl(comm, "ncclCommShrink: parent was destroyed", [&](Communicator& parent) {
+          if (shrinkFlags == NCCL_SHRINK_ABORT) parent.abortOutstandingWork();
+          MSCCLPP_TRY(parent.shrink(excluded, impl));
+          child->rank = (*impl)->rank();
+          child->nranks = (*impl)->size();
+          return Status::kSuccess;
+        });
+      });
 }
 
 NCCL_API(const char*, ncclGetErrorString, (ncclResult_t result), result) {

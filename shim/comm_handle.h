@@ -37,6 +37,9 @@ struct ncclComm {
   std::atomic<bool> revoked{false};    // ncclCommRevoke: only split, shrink, destroy and abort are left
   std::atomic<bool> suspended{false};  // ncclCommSuspend: calls wait for ncclCommResume
   std::atomic<int> users{0};           // CommUse objects alive: initialisation work queued or running
+  // Non-blocking splits and shrinks of this communicator still queued or running (ChildJob): until they
+  // end it reports ncclInProgress, as stock NCCL's parent does, for callers wait on the parent.
+  std::atomic<int> childJobs{0};
   bool inUse() const { return users.load(std::memory_order_acquire) != 0; }
   std::atomic<ncclResult_t> initResult{ncclInProgress};
   std::string initError;  // ncclGetLastError text of a failed initialisation
@@ -79,6 +82,20 @@ class CommUse {
 // Every handle allocated and not yet freed (live, initialising, or in the quarantine): where a call
 // that stock NCCL lets take any pointer (ncclGetLastError) looks a handle up before reading it.
 LiveHandles& allocatedComms();
+
+// Marks a non-blocking split or shrink of `parent` for its lifetime: the job that makes the child holds
+// one, so the parent reports ncclInProgress until the job and every copy of it are gone.
+class ChildJob {
+ public:
+  explicit ChildJob(ncclComm* parent) : use_(parent), parent_(parent) { parent_->childJobs.fetch_add(1); }
+  ~ChildJob() { parent_->childJobs.fetch_sub(1, std::memory_order_release); }
+  ChildJob(const ChildJob&) = delete;
+  ChildJob& operator=(const ChildJob&) = delete;
+
+ private:
+  CommUse use_;  // the parent outlives the job's last touch of it
+  ncclComm* parent_;
+};
 
 constexpr size_t kDestroyedHandlesKept = 1024;
 // Hands a destroyed handle to the quarantine, which frees it after kDestroyedHandlesKept later ones,

@@ -124,6 +124,8 @@ def initializing() -> None:
     for name in ("ncclCommCount", "ncclCommUserRank", "ncclCommCuDevice"):
         rc = getattr(lib, name)(comm, out)
         assert rc == INVALID_USAGE and "still initializing" in nccl.last_error(), (name, rc)
+    rc = lib.ncclCommFinalize(comm)
+    assert rc == INVALID_ARGUMENT and "still initializing" in nccl.last_error(), ("ncclCommFinalize", rc)
     started = time.monotonic()
     rc = lib.ncclCommDestroy(comm)
     took = time.monotonic() - started
