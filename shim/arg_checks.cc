@@ -32,7 +32,7 @@ ncclResult_t checkManageableComm(ncclComm_t comm, const char* function) {
     case CommState::kReady:
       return ncclSuccess;
     case CommState::kInitializing:
-      return toNccl(fail(Status::kInvalidUsage, "%s: comm is still initializing", function));
+      return toNccl(fail(Status::kInvalidArgument, "%s: comm is still initializing", function));
     case CommState::kAborted:
       return toNccl(fail(Status::kInvalidArgument, "%s: comm was aborted", function));
     default:

@@ -123,7 +123,7 @@ def initializing() -> None:
     out = ffi.new("int*")
     for name in ("ncclCommCount", "ncclCommUserRank", "ncclCommCuDevice"):
         rc = getattr(lib, name)(comm, out)
-        assert rc == INVALID_USAGE and "still initializing" in nccl.last_error(), (name, rc)
+        assert rc == INVALID_ARGUMENT and "still initializing" in nccl.last_error(), (name, rc)
     rc = lib.ncclCommFinalize(comm)
     assert rc == INVALID_ARGUMENT and "still initializing" in nccl.last_error(), ("ncclCommFinalize", rc)
     started = time.monotonic()
