@@ -1,6 +1,8 @@
 #include "shim/comm_handle.h"
 
 #include <cstddef>
+#include <cstring>
+#include <string>
 
 #include "shim/group.h"
 #include "shim/handle_quarantine.h"
@@ -116,6 +118,41 @@ ncclResult_t startCommJob(ncclComm* comm, CommJob job) {
   return result;
 }
 
+namespace {
+
+// Stock NCCL's tuning hints (CTA counts, cluster size, channels, ...): this library sizes each call's
+// grid by its message and rank count, so it reads none of them; NCCL_DEBUG=INFO says which were set.
+template <typename Has>
+void reportUnusedSettings(const ncclConfig_t& config, Has has) {
+  if (!mscclpp_nccl::logInfoEnabled(mscclpp_nccl::LogSubsys::kInit)) return;
+  struct Setting {
+    const char* name;
+    size_t offset;
+  };
+  static constexpr Setting kIgnored[] = {
+      {"cgaClusterSize", offsetof(ncclConfig_t, cgaClusterSize)},
+      {"minCTAs", offsetof(ncclConfig_t, minCTAs)},
+      {"maxCTAs", offsetof(ncclConfig_t, maxCTAs)},
+      {"splitShare", offsetof(ncclConfig_t, splitShare)},
+      {"trafficClass", offsetof(ncclConfig_t, trafficClass)},
+      {"collnetEnable", offsetof(ncclConfig_t, collnetEnable)},
+      {"CTAPolicy", offsetof(ncclConfig_t, CTAPolicy)},
+      {"shrinkShare", offsetof(ncclConfig_t, shrinkShare)},
+      {"nvlsCTAs", offsetof(ncclConfig_t, nvlsCTAs)},
+      {"nChannelsPerNetPeer", offsetof(ncclConfig_t, nChannelsPerNetPeer)},
+  };
+  std::string set;
+  for (const Setting& s : kIgnored) {
+    if (!has(s.offset, sizeof(int))) continue;
+    int value;
+    memcpy(&value, reinterpret_cast<const char*>(&config) + s.offset, sizeof(value));
+    if (value != NCCL_CONFIG_UNDEF_INT) set += " " + std::string(s.name) + "=" + std::to_string(value);
+  }
+  if (!set.empty()) MSCCLPP_INFO(kInit, "ncclConfig_t settings this library does not use:%s", set.c_str());
+}
+
+}  // namespace
+
 ncclResult_t readCommConfig(const ncclConfig_t* config, CommConfig* out) {
   *out = CommConfig{};
   if (config == nullptr) return ncclSuccess;
@@ -133,6 +170,7 @@ ncclResult_t readCommConfig(const ncclConfig_t* config, CommConfig* out) {
                          config->blocking));
     out->blocking = config->blocking != 0;
   }
+  reportUnusedSettings(*config, has);
   return ncclSuccess;
 }
 

@@ -373,3 +373,29 @@ def test_config_is_read_by_its_size(lib: Any, has_gpu: bool) -> None:
         result = lib.ncclCommInitRankConfig(out, 2, uid[0], 0, config)
         assert result == 1, f"size {size}: {result} {last_error(lib)}"  # accepted; then no CUDA device
         assert "CUDA" in last_error(lib)
+
+
+def test_config_hints_this_library_does_not_use_are_named(nccl_lib: Path) -> None:
+    """Stock NCCL's tuning hints (here maxCTAs and cgaClusterSize) are accepted, and NCCL_DEBUG=INFO says
+    that they are not used, instead of leaving a caller to believe them honoured."""
+    script = textwrap.dedent(
+        f"""
+        import cffi
+        ffi = cffi.FFI()
+        ffi.cdef("typedef struct {{ char internal[128]; }} ncclUniqueId;"
+                 "int ncclCommInitRankConfig(void**, int, ncclUniqueId, int, void*);")
+        lib = ffi.dlopen({str(nccl_lib)!r})
+        raw = ffi.new("char[256]")
+        ints = ffi.cast("int*", raw)
+        for i in range(64):
+            ints[i] = -(2**31)
+        ffi.cast("size_t*", raw)[0] = 96
+        ffi.cast("unsigned int*", raw)[2] = 0xCAFEBEEF
+        ffi.cast("unsigned int*", raw)[3] = 23003
+        ints[5], ints[7] = 4, 8  # cgaClusterSize, maxCTAs
+        lib.ncclCommInitRankConfig(ffi.new("void**"), 2, ffi.new("ncclUniqueId*")[0], 0, raw)
+        """
+    )
+    env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT"}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert "settings this library does not use: cgaClusterSize=4 maxCTAs=8" in proc.stderr, proc.stderr
