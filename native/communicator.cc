@@ -764,6 +764,35 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
   return joinNewCommunicator(members, out);
 }
 
+Status Communicator::shareGrowId(const UniqueId* mine, UniqueId* out) {
+  struct Offer {
+    int32_t has;
+    UniqueId id;
+  };
+  std::vector<Offer> offers(nranks_);
+  memset(offers.data(), 0, sizeof(Offer) * offers.size());  // padding included: the bytes are sent
+  if (mine != nullptr) {
+    offers[rank_].has = 1;
+    offers[rank_].id = *mine;
+  }
+  MSCCLPP_TRY(bootstrap_->allGather(offers.data(), sizeof(Offer)));
+  const Offer* chosen = nullptr;
+  for (const Offer& offer : offers) {
+    if (!offer.has) continue;
+    if (chosen != nullptr && memcmp(&chosen->id, &offer.id, sizeof(UniqueId)) != 0)
+      return fail(Status::kInvalidUsage,
+                  "ncclCommGrow: existing ranks passed different ids: the root passes the id of its "
+                  "ncclCommGetUniqueId, the others NULL or the same id");
+    chosen = &offer;
+  }
+  if (chosen == nullptr)
+    return fail(Status::kInvalidUsage,
+                "ncclCommGrow: no existing rank passed an id: the root passes the id of its "
+                "ncclCommGetUniqueId");
+  *out = chosen->id;
+  return Status::kSuccess;
+}
+
 Status Communicator::shrink(const std::vector<int>& excluded, std::unique_ptr<Communicator>* out) {
   std::vector<int> members;
   for (int r = 0; r < nranks_; ++r)

@@ -134,6 +134,9 @@ class Communicator final : public CollectiveComm {
   Status split(int color, int key, std::unique_ptr<Communicator>* out);
   // ncclCommShrink: collective over the ranks not in `excluded`, which need not take part.
   Status shrink(const std::vector<int>& excluded, std::unique_ptr<Communicator>* out);
+  // ncclCommGrow's id, collective over this communicator: the root passes the id of its
+  // ncclCommGetUniqueId, the others null (or the same id); every rank gets it in *out.
+  Status shareGrowId(const UniqueId* mine, UniqueId* out);
 
  private:
   // The regions of the peer-mapped scratch. Past kMaxChunkRanks ranks there are no chunk regions, past

@@ -2,6 +2,8 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "native/bootstrap/bootstrap.h"
@@ -32,9 +34,10 @@ ncclResult_t currentDevice(int* device, const char* function) {
   return ncclSuccess;
 }
 
-// `parent`: a communicator that the new one grows from, whose settings it takes where `config` is NULL.
-ncclResult_t initRank(ncclComm_t* out, int nranks, const UniqueId& id, int rank, const ncclConfig_t* config,
-                      const char* function, const ncclComm* parent = nullptr) {
+// `parent`: a communicator that the new one grows from, whose settings it takes where `config` is NULL,
+// and over which its ranks agree on the id (`id` is then its root's, or null on the others).
+ncclResult_t initRank(ncclComm_t* out, int nranks, const UniqueId* id, int rank, const ncclConfig_t* config,
+                      const char* function, ncclComm* parent = nullptr) {
   if (out == nullptr) return toNccl(fail(Status::kInvalidArgument, "%s: comm is NULL", function));
   *out = nullptr;
   if (nranks < 1)
@@ -53,8 +56,15 @@ ncclResult_t initRank(ncclComm_t* out, int nranks, const UniqueId& id, int rank,
   comm->rank = rank;
   comm->nranks = nranks;
   *out = comm;
-  return startCommJob(comm, [id, rank, nranks](std::unique_ptr<Communicator>* impl) {
-    return Communicator::create(id, rank, nranks, impl);
+  const std::optional<UniqueId> given = id ? std::optional<UniqueId>(*id) : std::nullopt;
+  const auto grown = parent ? std::make_shared<CommUse>(parent) : nullptr;  // outlives the job's use
+  return startCommJob(comm, [given, parent, grown, rank, nranks](std::unique_ptr<Communicator>* impl) {
+    UniqueId meet = given.value_or(UniqueId{});
+    if (parent != nullptr)
+      MSCCLPP_TRY(withImpl(parent, "ncclCommGrow: comm was destroyed", [&](Communicator& from) {
+        return from.shareGrowId(given ? &*given : nullptr, &meet);
+      }));
+    return Communicator::create(meet, rank, nranks, impl);
   });
 }
 
@@ -96,10 +106,14 @@ NCCL_GROUP_API(ncclResult_t, ncclCommGrow,
                comm, nRanks, uniqueId, rank, newcomm, config) {
   if (newcomm == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommGrow: newcomm is NULL"));
   *newcomm = nullptr;
-  if (uniqueId == nullptr)
-    return toNccl(fail(Status::kInvalidArgument,
-                       "ncclCommGrow: uniqueId is NULL: every rank passes the id of ncclCommGetUniqueId"));
-  if (comm == nullptr) return initRank(newcomm, nRanks, toNative(*uniqueId), rank, config, "ncclCommGrow");
+  if (comm == nullptr) {
+    if (uniqueId == nullptr)
+      return toNccl(fail(Status::kInvalidArgument,
+                         "ncclCommGrow: uniqueId is NULL: a new rank passes the id of the root's "
+                         "ncclCommGetUniqueId"));
+    const UniqueId id = toNative(*uniqueId);
+    return initRank(newcomm, nRanks, &id, rank, config, "ncclCommGrow");
+  }
   NCCL_TRY(checkManageableComm(comm, "ncclCommGrow"));
   if (rank != -1)
     return toNccl(fail(Status::kInvalidArgument,
@@ -109,18 +123,22 @@ NCCL_GROUP_API(ncclResult_t, ncclCommGrow,
     return toNccl(fail(Status::kInvalidArgument, "ncclCommGrow: %d ranks do not grow a comm of %d", nRanks,
                        comm->nranks));
   DeviceGuard guard(comm->device);
-  return initRank(newcomm, nRanks, toNative(*uniqueId), comm->rank, config, "ncclCommGrow", comm);
+  // The root passes the id, the other ranks of `comm` NULL: they get it over `comm`.
+  const std::optional<UniqueId> id = uniqueId ? std::optional<UniqueId>(toNative(*uniqueId)) : std::nullopt;
+  return initRank(newcomm, nRanks, id ? &*id : nullptr, comm->rank, config, "ncclCommGrow", comm);
 }
 
 NCCL_GROUP_API(ncclResult_t, ncclCommInitRank, (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank),
                comm, nranks, commId, rank) {
-  return initRank(comm, nranks, toNative(commId), rank, nullptr, "ncclCommInitRank");
+  const UniqueId id = toNative(commId);
+  return initRank(comm, nranks, &id, rank, nullptr, "ncclCommInitRank");
 }
 
 NCCL_GROUP_API(ncclResult_t, ncclCommInitRankConfig,
                (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config), comm,
                nranks, commId, rank, config) {
-  return initRank(comm, nranks, toNative(commId), rank, config, "ncclCommInitRankConfig");
+  const UniqueId id = toNative(commId);
+  return initRank(comm, nranks, &id, rank, config, "ncclCommInitRankConfig");
 }
 
 // Several ids spread the rendezvous over several roots in stock NCCL; one root serves any number of
@@ -131,7 +149,8 @@ NCCL_GROUP_API(ncclResult_t, ncclCommInitRankScalable,
                newcomm, nranks, myrank, nId, commIds, config) {
   if (commIds == nullptr || nId < 1)
     return toNccl(fail(Status::kInvalidArgument, "ncclCommInitRankScalable: needs at least one unique id"));
-  return initRank(newcomm, nranks, toNative(commIds[0]), myrank, config, "ncclCommInitRankScalable");
+  const UniqueId id = toNative(commIds[0]);
+  return initRank(newcomm, nranks, &id, myrank, config, "ncclCommInitRankScalable");
 }
 
 NCCL_API(ncclResult_t, ncclCommInitAll, (ncclComm_t * comms, int ndev, const int* devlist), comms, ndev,
@@ -151,6 +170,7 @@ NCCL_API(ncclResult_t, ncclCommInitAll, (ncclComm_t * comms, int ndev, const int
   }
   ncclUniqueId id;
   NCCL_TRY(ncclGetUniqueId(&id));
+  const UniqueId native = toNative(id);
   // Every rank blocks in the rendezvous until all have arrived, so they start together.
   std::vector<ncclResult_t> results;
   NCCL_TRY(runConcurrently(
@@ -158,7 +178,7 @@ NCCL_API(ncclResult_t, ncclCommInitAll, (ncclComm_t * comms, int ndev, const int
       [&](size_t i) {
         DeviceGuard guard(devlist ? devlist[i] : static_cast<int>(i));
         ncclResult_t result =
-            initRank(&comms[i], ndev, toNative(id), static_cast<int>(i), nullptr, "ncclCommInitAll");
+            initRank(&comms[i], ndev, &native, static_cast<int>(i), nullptr, "ncclCommInitAll");
         if (result != ncclSuccess)
           mscclpp_nccl::logWarn("ncclCommInitAll: rank %zu: %s", i, mscclpp_nccl::lastError());
         return result;

@@ -3,9 +3,10 @@
     grow_worker.py DIR SCENARIO
 
 The lower half of the ranks hold a communicator of their own, the upper half none; rank 0 makes the id
-of a larger one (ncclCommGetUniqueId) and hands it over through DIR, a directory the ranks share. The
-holders grow with rank -1, the others join with NULL and their rank (ncclCommGrow), and the grown
-communicator's all-reduce is checked against NumPy. Scenarios:
+of a larger one (ncclCommGetUniqueId) and hands it over through DIR, a directory the ranks share, to the
+new ranks. As NCCL's header says, the holders grow with rank -1, rank 0 passing the id and the other
+holders NULL (they get it over their communicator), and the new ranks join with a NULL communicator, the
+id and their rank (ncclCommGrow); the grown communicator's all-reduce is checked against NumPy. Scenarios:
 
 - split        the lower half's communicator is a split of the world.
 - shrink       the lower half's communicator is a shrink of the world that leaves out the upper half
@@ -69,11 +70,13 @@ def main() -> int:
         nccl.check(lib.ncclCommGetUniqueId(small.handle, grow_id), small.handle)
         (shared / "grow_id.tmp").write_bytes(bytes(ffi.buffer(grow_id)))
         (shared / "grow_id.tmp").rename(id_file)
-    wait_for(id_file)
-    ffi.memmove(grow_id, id_file.read_bytes(), ffi.sizeof("ncclUniqueId"))
+    if small is None:  # a new rank: the id comes out of band
+        wait_for(id_file)
+        ffi.memmove(grow_id, id_file.read_bytes(), ffi.sizeof("ncclUniqueId"))
     new = ffi.new("ncclComm_t*")
     parent = small.handle if small is not None else ffi.NULL
-    nccl.check(lib.ncclCommGrow(parent, size, grow_id, -1 if small is not None else rank, new, ffi.NULL))
+    given = grow_id if small is None or rank == 0 else ffi.NULL
+    nccl.check(lib.ncclCommGrow(parent, size, given, -1 if small is not None else rank, new, ffi.NULL))
     grown = Communicator._wrap(nccl, new[0], world.device)
     assert grown.size == size and grown.rank == rank, (grown.size, grown.rank)
     stream = cp.cuda.Stream(non_blocking=True)
