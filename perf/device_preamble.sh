@@ -6,7 +6,7 @@
 # tuning table. unpack_stock puts stock NCCL 2.30.7 (carried in .devkit/stock-nccl) in $STOCK_LIB;
 # check_stream_order, gpu_suites and pytorch_apps run the ordering check, the GPU test suites and the
 # applications that a change of device code needs (device_code_checks runs them all); fake_host_suites the
-# hierarchical path; run_tests runs any others; side_by_side_all times
+# hierarchical path; run_tests runs any others; nccl_tests_side_by_side and side_by_side_all time
 # ours against stock; pack_logs packs $logs into $OUT/NAME.tgz, NAME the folder's (few files come back).
 set -u
 kit=$PWD/.devkit
@@ -87,6 +87,21 @@ side_by_side_all() {
   echo "side by side: $((SECONDS - started))s"
   python3 perf/side_by_side.py "$logs/timer" > "$OUT/side_by_side.md" 2>&1
   python3 perf/plot_side_by_side.py "$logs/timer" "$OUT" > /dev/null  # side_by_side_N.svg
+}
+
+# NVIDIA's nccl-tests (carried in .devkit/nccl-tests), ours against stock NCCL 2.30.7 in one run through
+# perf/nccl_tests.sh: nccl_tests_side_by_side "RANKS..." "MODES..." BINARY... (e.g. "4" "eager graph"
+# all_reduce reduce_scatter); the outputs go to $logs/nccl_tests, the table to $OUT/nccl_tests.md and
+# $OUT/nccl_tests.csv, the GPU named from nvidia-smi.
+nccl_tests_side_by_side() {
+  local ranks=$1 modes=$2 nt gpu
+  shift 2
+  unpack_stock
+  nt=$(bash "$kit/nccl-tests/build.sh") || { echo "nccl-tests: the build failed"; return 1; }
+  bash perf/nccl_tests.sh "$logs/nccl_tests" "$nt" "$PWD/mscclpp_nccl/lib/libnccl.so.2" "$STOCK_LIB/libnccl.so.2" \
+    "$ranks" "$modes" "$@"
+  gpu="1x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) under MPS (ranks share it), CUDA 13.0"
+  python3 perf/nccl_tests_table.py "$logs/nccl_tests" --csv "$OUT/nccl_tests.csv" --gpu "$gpu" > "$OUT/nccl_tests.md"
 }
 
 pack_logs() { tar -czf "$OUT/$(basename "$logs").tgz" -C "$logs" .; }  # one tarball per run
