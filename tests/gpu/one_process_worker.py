@@ -100,8 +100,31 @@ def main() -> None:
             time.sleep(0.001)
         assert state[0] == 0, f"non-blocking init failed: {state[0]}"
     all_reduce_on_all(comms, 777)
-    destroy(comms)
     print("PASS nonblocking: ncclInProgress, then success through ncclCommGetAsyncError")
+
+    # A non-blocking split, rank 3 without a color: as in NCCL, each parent reports ncclInProgress
+    # until its child is made, so a caller that waits on the parent (PyTorch) finds the child ready.
+    children = ffi.new("ncclComm_t[]", NRANKS)
+    nccl.check(lib.ncclGroupStart())
+    for k, comm in enumerate(comms):
+        color = -1 if k == NRANKS - 1 else 0  # NCCL_SPLIT_NOCOLOR
+        assert lib.ncclCommSplit(comm, color, k, children + k, new_config(blocking=0)) in (0, 7)
+    assert lib.ncclGroupEnd() in (0, 7), nccl.last_error()
+    for comm in comms:
+        while True:
+            nccl.check(lib.ncclCommGetAsyncError(comm, state))
+            if state[0] != 7:
+                break
+            assert time.monotonic() < deadline + 60, "the non-blocking split never finished"
+            time.sleep(0.001)
+        assert state[0] == 0, f"non-blocking split failed: {state[0]}"
+    assert children[NRANKS - 1] == ffi.NULL
+    split = [children[k] for k in range(NRANKS - 1)]
+    assert [nccl.comm_user_rank(c) for c in split] == list(range(NRANKS - 1))  # ready, no waiting
+    all_reduce_on_all(split, 3001)
+    destroy(split)
+    destroy(comms)
+    print("PASS nonblocking_split: parents in progress until their children are made")
 
 
 if __name__ == "__main__":
