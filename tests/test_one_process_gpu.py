@@ -11,7 +11,7 @@ import sys
 import pytest
 from multirank import ROOT
 
-SCENARIOS = ["group_init", "shrink", "init_all", "nonblocking", "nonblocking_split"]
+SCENARIOS = ["group_init", "group_failure", "shrink", "init_all", "nonblocking", "nonblocking_split"]
 
 
 @pytest.mark.gpu

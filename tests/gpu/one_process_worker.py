@@ -68,6 +68,21 @@ def main() -> None:
         all_reduce_on_all(comms, count)
     print("PASS group_init: 4 ranks initialised in one group from one thread, grouped all-reduces")
 
+    # One rank's call fails inside the group: as in NCCL the group fails as a whole and runs nothing (the
+    # other ranks' all-reduces would wait for it forever), and the next group works.
+    data = [cp.full(256, k + 1, dtype=cp.float32) for k in range(NRANKS)]
+    cp.cuda.Device().synchronize()
+    nccl.check(lib.ncclGroupStart())
+    for k, comm in enumerate(comms):
+        p = ffi.cast("void*", data[k].data.ptr)
+        dtype = 99 if k == 2 else 7  # rank 2 names no datatype
+        assert lib.ncclAllReduce(p, p, 256, dtype, 0, comm, ffi.NULL) == (4 if k == 2 else 0)
+    assert lib.ncclGroupEnd() == 4 and "datatype" in nccl.last_error(), nccl.last_error()
+    cp.cuda.Device().synchronize()
+    assert all(bool(cp.all(data[k] == k + 1)) for k in range(NRANKS)), "a failed group ran some of its calls"
+    all_reduce_on_all(comms, 4097)
+    print("PASS group_failure: a call that fails fails its group, which runs nothing")
+
     excluded = ffi.new("int[]", [NRANKS - 1])
     shrunk = ffi.new("ncclComm_t[]", NRANKS - 1)
     nccl.check(lib.ncclGroupStart())
