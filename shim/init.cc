@@ -97,9 +97,10 @@ NCCL_API(ncclResult_t, ncclCommGetUniqueId, (ncclComm_t comm, ncclUniqueId* uniq
   return ncclSuccess;
 }
 
-// A larger communicator from `comm`'s ranks and new ones, all meeting at `uniqueId`
-// (ncclCommGetUniqueId): a rank of `comm` passes rank -1 and keeps its rank, a new rank passes a NULL
-// comm and its rank in the new communicator. `comm` stays as it was.
+// A larger communicator from `comm`'s ranks and new ones, all meeting at the id of the root's
+// ncclCommGetUniqueId: a rank of `comm` passes rank -1 and keeps its rank (the root passes the id, the
+// others the id or NULL), a new rank passes a NULL comm, the id and its rank in the new communicator.
+// `comm` stays as it was.
 NCCL_GROUP_API(ncclResult_t, ncclCommGrow,
                (ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
                 ncclConfig_t* config),
