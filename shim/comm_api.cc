@@ -235,6 +235,8 @@ NCCL_GROUP_API(ncclResult_t, ncclCommShrink,
     if (r == comm->rank)
       return toNccl(fail(Status::kInvalidArgument, "ncclCommShrink: rank %d excludes itself", r));
   }
+  std::sort(excluded.begin(), excluded.end());  // a rank named twice is excluded once
+  excluded.erase(std::unique(excluded.begin(), excluded.end()), excluded.end());
   if (static_cast<int>(excluded.size()) >= comm->nranks)
     return toNccl(fail(Status::kInvalidArgument, "ncclCommShrink: no rank left"));
   ncclComm* child = nullptr;
