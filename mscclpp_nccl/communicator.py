@@ -295,8 +295,11 @@ class Communicator:
         self._nccl.check(self._nccl.lib.ncclGroupStart())
         try:
             yield self
-        finally:
-            self._nccl.check(self._nccl.lib.ncclGroupEnd(), self._comm)
+        except BaseException:
+            # A call that failed fails the group too (as in NCCL): its own error is the one to raise.
+            self._nccl.lib.ncclGroupEnd()
+            raise
+        self._nccl.check(self._nccl.lib.ncclGroupEnd(), self._comm)
 
     def _root(self, root: int) -> int:
         if not 0 <= root < self._size:

@@ -768,6 +768,7 @@ class _FakeLib(fake.FakeLibResources):
         self.last = ""
         self.premul: dict[int, int] = {}
         self.depth = 0
+        self.group_error = 0  # the first failure inside the open group: it fails the group, as in NCCL
         self.p2p: list[tuple[str, int, Any, int, b.DType]] = []
         self.calls: dict[str, int] = {}
 
@@ -775,6 +776,8 @@ class _FakeLib(fake.FakeLibResources):
         self.calls[name] = self.calls.get(name, 0) + 1
         if self.fail == name:
             self.last = f"{name} is not implemented yet"
+            if self.depth and not self.group_error:
+                self.group_error = 5
             return 5
         return 0
 
@@ -874,6 +877,9 @@ class _FakeLib(fake.FakeLibResources):
             if self.depth:
                 return 0
         ops, self.p2p = self.p2p, []
+        if self.group_error:  # nothing of a failed group runs
+            failed, self.group_error = self.group_error, 0
+            return failed
         sends = [(peer, data) for what, peer, data, _, _ in ops if what == "send"]
         everyone = self.world.exchange(self.rank, sends)
         taken = [0] * self.world.n

@@ -15,7 +15,7 @@ import test_bench_cpu as stand_ins
 
 from mscclpp_nccl import Communicator
 from mscclpp_nccl.arrays import device_buffer, stream_handle
-from mscclpp_nccl.binding import ffi
+from mscclpp_nccl.binding import NcclError, ffi
 
 STREAM = 0x5000  # a raw cudaStream_t: no CuPy needed
 
@@ -145,6 +145,24 @@ def test_send_and_recv_in_a_group() -> None:
 
     for rank, got in enumerate(run_ranks(N, body)):
         np.testing.assert_array_equal(got, data((rank - 1) % N, 5))
+
+
+def test_a_call_that_fails_in_a_group_raises_its_own_error() -> None:
+    """The failed call fails its group too (as in NCCL); group() raises the call's error, not the group's
+    with the call's as its context."""
+
+    def body(c: Communicator) -> tuple[BaseException | None]:
+        c._nccl.lib.fail = "ncclSend"
+        try:
+            with c.group():
+                c.send(HostArray(data(c.rank, 5)), (c.rank + 1) % N, stream=STREAM)
+        except NcclError as e:
+            return (e,)  # in a tuple: run_ranks raises a rank's exception
+        return (None,)
+
+    for (error,) in run_ranks(N, body):
+        assert isinstance(error, NcclError) and "ncclSend" in str(error), error
+        assert error.__context__ is None, f"raised over another error: {error.__context__!r}"
 
 
 def test_bfloat16_in_a_uint16_array_with_dtype() -> None:
