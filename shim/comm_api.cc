@@ -293,5 +293,5 @@ NCCL_API(const char*, ncclGetLastError, (ncclComm_t comm), comm) {
       const ncclResult_t init = comm->initResult.load();
       if (init != ncclSuccess && init != ncclInProgress) text = comm->initError.c_str();
     });
-  return text[0] != '\0' ? text : mscclpp_nccl::lastErrorForCaller();
+  return text[0] != '\0' ? text : mscclpp_nccl::lastWarning();
 }

@@ -54,12 +54,13 @@ ncclResult_t dropGroup(ncclResult_t error, const std::string& text, std::vector<
   return error;
 }
 
-// The failure recorded by failsGroup in the group being ended (success if none), its text in `text`;
-// the next group starts clean.
-ncclResult_t takeGroupError(std::string* text) {
-  text->swap(tlsGroupErrorText);
-  tlsGroupErrorText.clear();
-  return std::exchange(tlsGroupError, ncclSuccess);
+// Where a call inside the group being ended failed (failsGroup), drops the group and returns that
+// first failure; else ncclSuccess. The next group starts clean either way.
+ncclResult_t dropIfFailed(std::vector<PendingWork>& pending) {
+  std::string text;
+  text.swap(tlsGroupErrorText);
+  const ncclResult_t error = std::exchange(tlsGroupError, ncclSuccess);
+  return error == ncclSuccess ? ncclSuccess : dropGroup(error, text, std::move(pending));
 }
 
 // Runs each communicator's queued work as one call of that communicator (first used, first run): its
@@ -210,9 +211,7 @@ NCCL_API(ncclResult_t, ncclGroupEnd, (void)) {
   ++tlsGroupEpoch;
   std::vector<PendingWork> pending;
   pending.swap(tlsPending);
-  std::string why;
-  if (const ncclResult_t error = takeGroupError(&why); error != ncclSuccess)
-    return dropGroup(error, why, std::move(pending));
+  if (const ncclResult_t error = dropIfFailed(pending); error != ncclSuccess) return error;
   std::vector<StreamWork> work;
   work.swap(tlsStreamWork);
   const ncclResult_t inits = pending.empty() ? ncclSuccess : runPending(std::move(pending));
@@ -234,9 +233,7 @@ NCCL_API(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo), simInfo)
   // were already returned. The estimate is one packet step's latency floor per collective.
   std::vector<PendingWork> inits;
   inits.swap(tlsPending);
-  std::string why;
-  if (const ncclResult_t error = takeGroupError(&why); error != ncclSuccess)
-    return dropGroup(error, why, std::move(inits));
+  if (const ncclResult_t error = dropIfFailed(inits); error != ncclSuccess) return error;
   // As stock NCCL reads it: only the bytes that `size` covers (a size of 0 leaves no magic).
   const bool hasMagic = simInfo->size >= offsetof(ncclSimInfo_t, magic) + sizeof(simInfo->magic);
   if (!hasMagic || simInfo->magic != kSimInfoMagic) {

@@ -310,13 +310,13 @@ thread_local char tlsLastError[4096];
 // watchdog reporting a peer's loss).
 // Constant-initialised, so that recording allocates nothing (it runs when an allocation has failed),
 // and with nothing to undo at exit.
-std::mutex lastWarningMutex;
-char lastWarning[4096];
+std::mutex processWarningMutex;
+char processWarning[4096];
 thread_local char tlsLastWarningCopy[4096];
 
 void recordWarning(const char* text) {
-  std::lock_guard<std::mutex> lock(lastWarningMutex);
-  snprintf(lastWarning, sizeof(lastWarning), "%s", text);
+  std::lock_guard<std::mutex> lock(processWarningMutex);
+  snprintf(processWarning, sizeof(processWarning), "%s", text);
 }
 
 void warn(bool always, LogSite site, const char* fmt, va_list ap) {
@@ -415,10 +415,9 @@ Status failAt(LogSite site, Status status, const char* fmt, ...) {
 
 const char* lastError() { return tlsLastError; }
 
-const char* lastErrorForCaller() {
-  if (tlsLastError[0] != '\0') return tlsLastError;
-  std::lock_guard<std::mutex> lock(lastWarningMutex);
-  snprintf(tlsLastWarningCopy, sizeof(tlsLastWarningCopy), "%s", lastWarning);
+const char* lastWarning() {
+  std::lock_guard<std::mutex> lock(processWarningMutex);
+  snprintf(tlsLastWarningCopy, sizeof(tlsLastWarningCopy), "%s", processWarning);
   return tlsLastWarningCopy;
 }
 

@@ -64,10 +64,10 @@ const char* bannerText();
 // The text of the last failure on this thread ("" when none).
 const char* lastError();
 void setLastError(const char* text);
-// What ncclGetLastError gives: this thread's last failure, else the process's last warning or failure
-// from any thread (stock NCCL keeps one text for the process, and a watchdog thread asks about failures
-// that other threads saw). Valid on this thread until its next call.
-const char* lastErrorForCaller();
+// The process's last warning or failure, from any thread: stock NCCL keeps one such text for the
+// process, and a watchdog thread asks about failures that other threads saw. A copy, valid on this
+// thread until its next call.
+const char* lastWarning();
 
 }  // namespace mscclpp_nccl
 

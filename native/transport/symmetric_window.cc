@@ -64,6 +64,7 @@ Status SymmetricWindow::create(Bootstrap& bootstrap, const Topology& topology, v
   std::unique_ptr<SymmetricWindow> window(new SymmetricWindow());
   window->local_ = buffer;
   window->bytes_ = bytes;
+  window->sharedBytes_ = bytes;  // until mapPeers learns the peers'
   // Whether ranks map depends on the flag every rank passed: agree on it first.
   std::vector<int32_t> wants(bootstrap.size());
   wants[bootstrap.rank()] = symmetric && buffer != nullptr && bytes > 0;
@@ -128,7 +129,6 @@ Status SymmetricWindow::mapPeers(Bootstrap& bootstrap, const Topology& topology,
     unmapPeers();
     return Status::kSuccess;
   }
-  sharedBytes_ = bytes_;
   for (const Exported& e : exported) sharedBytes_ = std::min<size_t>(sharedBytes_, e.windowBytes);
   std::vector<char*> bases(nranks);
   for (int peer = 0; peer < nranks; ++peer) bases[peer] = peers_[peer].base;
@@ -155,8 +155,7 @@ SymmetricWindow::~SymmetricWindow() { unmapPeers(); }
 
 bool SymmetricWindow::contains(const void* ptr, size_t bytes) const {
   const uintptr_t start = reinterpret_cast<uintptr_t>(local_), address = reinterpret_cast<uintptr_t>(ptr);
-  const size_t within = mapped() ? sharedBytes_ : bytes_;
-  return address >= start && address - start <= within && bytes <= within - (address - start);
+  return address >= start && address - start <= sharedBytes_ && bytes <= sharedBytes_ - (address - start);
 }
 
 }  // namespace mscclpp_nccl

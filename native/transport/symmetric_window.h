@@ -35,10 +35,10 @@ class SymmetricWindow {
   // Whether every rank mapped every peer's window (the same answer on every rank).
   bool mapped() const { return deviceTable_ != nullptr; }
   // Where mapped(): the smallest window any rank registered (the same on every rank), within which an
-  // offset is valid in every peer's window.
+  // offset is valid in every peer's window; else bytes().
   size_t sharedBytes() const { return sharedBytes_; }
-  // Whether [ptr, ptr + bytes) lies in the local window; where mapped(), within sharedBytes(), so that
-  // every rank, given the same offsets, decides alike and no peer's window is passed.
+  // Whether [ptr, ptr + bytes) lies within sharedBytes() of the local window: where mapped(), every
+  // rank, given the same offsets, decides alike and no peer's window is passed.
   bool contains(const void* ptr, size_t bytes) const;
   // Device array of every rank's window base as mapped here (own entry is local()); null if !mapped().
   char* const* devicePeerTable() const { return deviceTable_; }
