@@ -41,6 +41,14 @@ int main(int argc, char** argv) {
     fprintf(stderr, "%s\n", dlerror());
     return 2;
   }
+  // The replacements above reach the library only if the executable exports them: a compiler that links
+  // libstdc++ statically exports nothing unless told (-rdynamic), and the test would then prove nothing.
+  void* (*ourNew)(size_t) = &operator new;
+  if (dlsym(RTLD_DEFAULT, "_Znwm") != reinterpret_cast<void*>(ourNew) ||
+      dlsym(RTLD_DEFAULT, "pthread_create") != reinterpret_cast<void*>(&pthread_create)) {
+    fprintf(stderr, "operator new or pthread_create is not exported: link with -rdynamic\n");
+    return 3;
+  }
   using LastError = const char* (*)(void*);
   auto lastError = reinterpret_cast<LastError>(dlsym(lib, "ncclGetLastError"));
   bool& failing = strcmp(argv[2], "thread") == 0 ? failThreads : failNew;

@@ -279,9 +279,12 @@ def failing_alloc_driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if cxx is None:
         pytest.skip("no C++ compiler")
     out = tmp_path_factory.mktemp("failing_alloc") / "failing_alloc_driver"
-    # No sanitizers: they replace operator new, which the driver replaces itself.
+    # No sanitizers: they replace operator new, which the driver replaces itself. -rdynamic exports the
+    # replacements to the library also where the compiler links libstdc++ statically.
     source = ROOT / "tests" / "failing_alloc_driver.cc"
-    subprocess.run([cxx, "-std=c++17", "-O1", "-o", str(out), str(source), "-ldl", "-lpthread"], check=True)
+    subprocess.run(
+        [cxx, "-std=c++17", "-O1", "-rdynamic", "-o", str(out), str(source), "-ldl", "-lpthread"], check=True
+    )
     return out
 
 
