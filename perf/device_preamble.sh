@@ -4,10 +4,11 @@
 # Prepares the machine (.devkit/device/prepare.sh: the carried wheels, NVLink multicast off, a private MPS
 # daemon), makes $logs and build/, and sets what every run uses: PYTHONPATH, bounded waits, the shipped
 # tuning table. unpack_stock puts stock NCCL 2.30.7 (carried in .devkit/stock-nccl) in $STOCK_LIB;
-# check_stream_order, gpu_suites and pytorch_apps run the ordering check, the GPU test suites and the
-# applications that a change of device code needs (device_code_checks runs them all); fake_host_suites the
-# hierarchical path; run_tests runs any others; nccl_tests_side_by_side and side_by_side_all time
-# ours against stock; pack_logs packs $logs into $OUT/NAME.tgz, NAME the folder's (few files come back).
+# check_stream_order, zero_copy_suite, collective_suites and pytorch_apps run the ordering check, the GPU
+# test suites and the applications that a change of device code needs (device_code_checks 1 and 2 run
+# them); fake_host_suites the hierarchical path; run_tests runs any others; nccl_tests_side_by_side and
+# side_by_side_all time ours against stock; pack_logs packs $logs into $OUT/NAME.tgz, NAME the folder's
+# (few files come back).
 set -u
 kit=$PWD/.devkit
 rm -rf "$logs" && mkdir -p "$logs" build  # a machine may keep /tmp from an earlier run
@@ -32,11 +33,16 @@ check_stream_order() {
 }
 
 # Every pytest node id given (or whole files) from tests/, into $logs/$1.log: run_tests NAME LIMIT_S TESTS...
+# At the limit pytest is interrupted, not killed, so that the log keeps the failures seen so far; the test
+# that was running is named.
 run_tests() {
-  local name=$1 limit=$2
+  local name=$1 limit=$2 rc
   shift 2
-  timeout "$limit" python3 -m pytest -v -rfEs -p no:cacheprovider --durations=0 "$@" > "$logs/$name.log" 2>&1
-  echo "$name rc=$?: $(grep -E ' passed| failed' "$logs/$name.log" | tail -1)"
+  timeout -s INT -k 20 "$limit" python3 -m pytest -v -rfEs -p no:cacheprovider --durations=0 "$@" \
+    > "$logs/$name.log" 2>&1
+  rc=$?
+  echo "$name rc=$rc: $(grep -E ' passed| failed' "$logs/$name.log" | tail -1)"
+  [ $rc = 124 ] && echo "  stopped at $limit s in: $(grep -E '^tests/.*::' "$logs/$name.log" | tail -1 | cut -d' ' -f1)"
   grep -E "^(FAILED|ERROR)" "$logs/$name.log" | head
 }
 
@@ -49,10 +55,15 @@ pytorch_apps() {
     "tests/test_apps_gpu.py::test_peer_death_then_destroy_process_group[0-4]"
 }
 
-# The zero-copy suite (2, 4, 8 ranks and switched off), the collective, send/recv and all-reduce suites,
-# within $1 seconds (default 400).
-gpu_suites() {
-  run_tests tests "${1:-400}" tests/test_zero_copy_gpu.py tests/test_collectives_gpu.py::test_collective_scenarios \
+# The zero-copy suite (2, 4, 8 ranks and switched off) within $1 seconds (default 300).
+zero_copy_suite() {
+  run_tests zero_copy "${1:-300}" tests/test_zero_copy_gpu.py
+}
+
+# The collective, send/recv and all-reduce suites at 2, 4 and 8 ranks within $1 seconds (default 500):
+# together with the zero-copy suite they outgrow one call of the device's 600 s.
+collective_suites() {
+  run_tests collectives "${1:-500}" tests/test_collectives_gpu.py::test_collective_scenarios \
     tests/test_collectives_gpu.py::test_p2p_chunked_forced tests/test_collectives_gpu.py::test_p2p_many_peers \
     tests/test_allreduce_gpu.py::test_allreduce_scenarios
 }
@@ -66,14 +77,20 @@ fake_host_suites() {
     tests/test_apps_gpu.py::test_peer_death_over_fake_hosts
 }
 
-# Everything a change of device code must pass, after what the run has done since $1 (its $SECONDS at
-# start): the ordering check at 2/4/8, the 10-rank reduction matrices, the PyTorch applications, and the
-# GPU suites in what is left of the device's 600 s a call.
+# Everything a change of device code must pass, in two calls of the device: device_code_checks 1 runs the
+# ordering check at 2/4/8, the 10-rank reduction matrices, the PyTorch applications and the zero-copy suite;
+# device_code_checks 2 the collective suites.
 device_code_checks() {
-  check_stream_order "2 4 8"
-  run_tests ten_ranks 90 "tests/test_allreduce_gpu.py::test_reductions_over_more_ranks_than_a_sweep"
-  pytorch_apps
-  gpu_suites $((555 - (SECONDS - $1)))
+  case ${1:?device_code_checks 1|2} in
+    1)
+      check_stream_order "2 4 8"
+      run_tests ten_ranks 90 "tests/test_allreduce_gpu.py::test_reductions_over_more_ranks_than_a_sweep"
+      pytorch_apps
+      zero_copy_suite
+      ;;
+    2) collective_suites ;;
+    *) echo "device_code_checks: the part is 1 or 2" >&2 ;;
+  esac
 }
 
 # Ours against stock NCCL 2.30.7, every collective the timer knows, at each of the rank counts "$1":
