@@ -514,6 +514,18 @@ Status Communicator::registerWindow(void* buffer, size_t bytes, bool symmetric, 
   return Status::kSuccess;
 }
 
+int Communicator::loadStoreRank(int rank) const {
+  if (!routed_) return rank;
+  if (intra_ == nullptr) return rank == rank_ ? 0 : -1;  // all on stock NCCL: no window maps a peer
+  const HostLayout& layout = routed_->layout();
+  return layout.hostOf[rank] == layout.hostOf[rank_] ? layout.localRankOf[rank] : -1;
+}
+
+int Communicator::loadStoreSize() const {
+  if (!routed_) return nranks_;
+  return intra_ == nullptr ? 1 : routed_->layout().localSize(rank_);
+}
+
 Status Communicator::deregisterWindow(SymmetricWindow* window) {
   if (routed_ && intra_) return intra_->deregisterWindow(window);
   std::unique_ptr<SymmetricWindow> owned;

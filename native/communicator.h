@@ -83,6 +83,11 @@ class Communicator final : public CollectiveComm {
   // Local: waits until this rank's kernels are done (the last ones that touched peers' windows, and,
   // through their final barriers, every peer's access to this one), then unmaps the peers' windows.
   Status deregisterWindow(SymmetricWindow* window);
+  // NCCL's load/store (LSA) team of this rank's windows: every rank on one host; over several hosts, this
+  // host's ranks, in the order of the intra-host communicator that holds the windows. The team rank of
+  // world rank `rank`, or -1 where that rank lies on another host; and the team's size.
+  int loadStoreRank(int rank) const;
+  int loadStoreSize() const;
 
   // ncclCommRegister / ncclCommDeregister: local. A registered buffer's allocation is exported to the
   // peers now, so that collectives on it go zero-copy from their first call, and is held until

@@ -34,6 +34,7 @@ class RoutedComm {
   RoutedComm& operator=(const RoutedComm&) = delete;
 
   CommPath path() const { return path_; }
+  const HostLayout& layout() const { return layout_; }
   size_t deviceBytes() const;
 
   // As Communicator's; each enqueues on `stream` only.

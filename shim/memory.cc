@@ -171,6 +171,14 @@ NCCL_API(ncclResult_t, ncclWinGetUserPtr, (ncclComm_t comm, ncclWindow_t win, vo
   return ncclSuccess;
 }
 
+ncclComm* windowComm(ncclWindow_t win) {
+  ncclComm* comm = nullptr;
+  liveHandles().read(win, [&] {
+    if (win->magic == ncclWindow_vidmem::kMagic) comm = win->comm;
+  });
+  return comm;
+}
+
 const mscclpp_nccl::SymmetricWindow* nativeWindow(ncclComm* comm, ncclWindow_t win) {
   const mscclpp_nccl::SymmetricWindow* native = nullptr;
   liveHandles().read(win, [&] {

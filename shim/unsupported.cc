@@ -141,16 +141,6 @@ NCCL_API(ncclResult_t, ncclGetMultimemDevicePointer,
   return notImplemented("ncclGetMultimemDevicePointer");
 }
 
-NCCL_API(ncclResult_t, ncclGetLsaDevicePointer,
-         (ncclWindow_t window, size_t offset, int lsaRank, void** outPtr), window, offset, lsaRank, outPtr) {
-  return notImplemented("ncclGetLsaDevicePointer");
-}
-
-NCCL_API(ncclResult_t, ncclGetPeerDevicePointer,
-         (ncclWindow_t window, size_t offset, int peer, void** outPtr), window, offset, peer, outPtr) {
-  return notImplemented("ncclGetPeerDevicePointer");
-}
-
 NCCL_API(ncclResult_t, ncclGetMultimemDeviceLeInfo,
          (ncclWindow_t window, size_t offset, CftLeId* leId, size_t* leOffset), window, offset, leId,
          leOffset) {

@@ -1,4 +1,5 @@
-// Windows as the one-sided operations find them (the handles live in shim/memory.cc).
+// Windows as the one-sided operations and the pointer queries find them (the handles live in
+// shim/memory.cc).
 #pragma once
 
 #include "native/transport/symmetric_window.h"
@@ -7,3 +8,5 @@
 // The native window of `win`, a window of `comm` whose registration has run; null otherwise (a stale or
 // made-up handle, another comm's window, or a registration still queued for ncclGroupEnd).
 const mscclpp_nccl::SymmetricWindow* nativeWindow(ncclComm* comm, ncclWindow_t win);
+// The communicator that registered `win`; null for a stale or made-up handle.
+ncclComm* windowComm(ncclWindow_t win);

@@ -47,6 +47,8 @@ int ncclCommDeregister(void*, void*);
 int ncclCommWindowRegister(void*, void*, size_t, void**, int);
 int ncclCommWindowDeregister(void*, void*);
 int ncclWinGetUserPtr(void*, void*, void**);
+int ncclGetPeerDevicePointer(void*, size_t, int, void**);
+int ncclGetLsaDevicePointer(void*, size_t, int, void**);
 int ncclCommSuspend(void*, int);
 int ncclCommResume(void*);
 int ncclCommMemStats(void*, int, uint64_t*);
@@ -304,6 +306,18 @@ def test_grow_checks_its_arguments_before_any_rendezvous(lib: Any) -> None:
     grow = lambda: lib.ncclCommGrow(ffi.cast("void*", fake), 4, uid, -1, out, NULL)  # noqa: E731
     expect(lib, grow, INVALID_ARGUMENT, "ncclCommGrow")
     assert out[0] == NULL
+
+
+def test_window_pointer_queries_refuse_unknown_windows(lib: Any) -> None:
+    out = ffi.new("void**", ffi.cast("void*", 1))
+    fake = ffi.new("char[4096]")  # readable memory that is no window
+    for window in (NULL, ffi.cast("void*", fake)):
+        for name, call in {
+            "ncclGetPeerDevicePointer": lambda w=window: lib.ncclGetPeerDevicePointer(w, 0, 0, out),
+            "ncclGetLsaDevicePointer": lambda w=window: lib.ncclGetLsaDevicePointer(w, 0, 0, out),
+        }.items():
+            expect(lib, call, INVALID_ARGUMENT, name, "not a registered window")
+    assert out[0] == ffi.cast("void*", 1)  # nothing is written before the window is known
 
 
 def test_unimplemented_entry_points_say_so(lib: Any) -> None:

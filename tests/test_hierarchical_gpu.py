@@ -36,7 +36,7 @@ LAYOUTS = {
 }
 COLLECTIVE_SCENARIOS = ["matrix", "large", "graph", "p2p", "groups"]
 ALLREDUCE_SCENARIOS = ["matrix", "large", "graph", "two_comms", "split", "abort"]
-HIERARCHY_SCENARIOS = ["nonblocking", "per_host", "mixed_group", "shrink"]
+HIERARCHY_SCENARIOS = ["nonblocking", "per_host", "mixed_group", "shrink", "window_pointers"]
 # A stock kernel that waits forever is stopped by nothing but the launcher: bound each launch.
 LAUNCH_S = 180
 

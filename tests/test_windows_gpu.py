@@ -10,7 +10,7 @@ import pytest
 from multirank import ROOT, assert_all_passed, run_ranks
 
 WORKER = ROOT / "tests" / "gpu" / "window_worker.py"
-SCENARIOS = ["matrix", "small", "large", "cudamalloc", "group", "graph", "fallbacks", "exchanges"]
+SCENARIOS = ["matrix", "small", "large", "cudamalloc", "group", "graph", "fallbacks", "exchanges", "pointers"]
 # Zero-copy forced at every size, on an odd grid: segments shorter than a block's share, idle blocks.
 FORCED_SCENARIOS = ["small", "large", "graph"]
 LOG = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,TUNING"}

@@ -7,6 +7,7 @@ cover on a communicator over several hosts. The launcher's --fake-hosts gives ea
   mixed_group  one group with an all_reduce, an all_gather and a ring of send/recv across hosts
   shrink       ncclCommShrink excluding the last rank: the others' new communicator (its hosts now
                unequal, so it decides its path again) is exact, and the parent stays usable
+  window_pointers  a window's peer pointers reach the ranks of this host alone, in host order
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from __future__ import annotations
 import os
 import sys
 import time
+import zlib
 
 import cupy as cp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from allreduce_worker import Rank
+from window_worker import check_window_pointers
 
 from mscclpp_nccl.binding import ffi, new_config
 from mscclpp_nccl.communicator import Communicator, world_from_env
@@ -138,6 +141,17 @@ def scenario_shrink(r: Rank) -> None:
     print(f"PASS shrink: rank {last} excluded")
 
 
+def scenario_window_pointers(r: Rank) -> None:
+    mine = cp.full(1, zlib.crc32(host_of().encode()), dtype=cp.int64)
+    hosts = cp.zeros(r.size, dtype=cp.int64)
+    r.comm.all_gather(mine, hosts, stream=r.stream)
+    r.stream.synchronize()
+    every = cp.asnumpy(hosts)
+    team = [k for k in range(r.size) if every[k] == every[r.rank]]
+    check_window_pointers(r, team)
+    print(f"PASS window_pointers: {len(team)} of {r.size} ranks reached")
+
+
 def main() -> None:
     names = sys.argv[1:]
     standalone = {"refused": scenario_refused}
@@ -146,6 +160,7 @@ def main() -> None:
         "per_host": scenario_per_host,
         "mixed_group": scenario_mixed_group,
         "shrink": scenario_shrink,
+        "window_pointers": scenario_window_pointers,
     }
     for name in names:
         if name in standalone:

@@ -276,6 +276,70 @@ def scenario_exchanges(r: Rank) -> None:
     print(f"PASS exchanges: {cases} cases in windows (3 types x 3 collectives x in/out of place, 2 half in)")
 
 
+INVALID_ARGUMENT = 4  # ncclInvalidArgument
+
+
+def pointer_of(r: Rank, query: str, window: Window, offset: int, rank: int) -> int:
+    """What ncclGetPeerDevicePointer or ncclGetLsaDevicePointer gives for `rank`: an address, or 0."""
+    out = ffi.new("void**")
+    r.nccl.check(getattr(r.nccl.lib, query)(window.handle[0], offset, rank, out))
+    return int(ffi.cast("uintptr_t", out[0]))
+
+
+def check_window_pointers(r: Rank, team: list[int]) -> None:
+    """Through the pointer ncclGetPeerDevicePointer gives for each world rank of `team` (the ranks this
+    rank reaches by load and store, in team order) this rank reads what that rank wrote into its window,
+    ncclGetLsaDevicePointer gives the same pointer for its team rank, and every other rank has none
+    (NULL). Ranks and offsets outside are refused; a NCCL_WIN_DEFAULT window reaches this rank alone."""
+    lib, n, me = r.nccl.lib, r.size, r.rank
+    count, skip = 1 << 16, 3  # int32 words; the pointers start `skip` words in
+    offset = skip * 4
+    window = Window(r, count * 4)
+    window.register()
+    window.view("int32", count).set(np.arange(count, dtype=np.int32) + me * (1 << 20), stream=r.stream)
+    r.stream.synchronize()
+    r.comm.barrier()  # every rank's window is written
+    for peer in range(n):
+        address = pointer_of(r, "ncclGetPeerDevicePointer", window, offset, peer)
+        if peer not in team:
+            assert address == 0, f"rank {me}: rank {peer} is on another host, yet has a pointer"
+            continue
+        assert address != 0, f"rank {me}: no pointer to rank {peer}'s window"
+        lsa = pointer_of(r, "ncclGetLsaDevicePointer", window, offset, team.index(peer))
+        assert lsa == address, f"rank {me}: rank {peer}: LSA pointer {lsa:#x}, peer pointer {address:#x}"
+        seen = cp.empty(count - skip, dtype=cp.int32)
+        cp.cuda.runtime.memcpy(seen.data.ptr, address, seen.nbytes, cp.cuda.runtime.memcpyDeviceToDevice)
+        expected = np.arange(skip, count, dtype=np.int32) + peer * (1 << 20)
+        np.testing.assert_array_equal(cp.asnumpy(seen), expected, err_msg=f"rank {me} reading rank {peer}")
+    assert pointer_of(r, "ncclGetPeerDevicePointer", window, 0, me) == window.ptr
+    handle, out = window.handle[0], ffi.new("void**")
+    for refused in (
+        lib.ncclGetPeerDevicePointer(handle, 0, n, out),
+        lib.ncclGetPeerDevicePointer(handle, 0, -1, out),
+        lib.ncclGetPeerDevicePointer(handle, count * 4, me, out),
+        lib.ncclGetLsaDevicePointer(handle, 0, len(team), out),
+        lib.ncclGetLsaDevicePointer(handle, 0, -1, out),
+    ):
+        assert refused == INVALID_ARGUMENT, refused
+    plain = Window(r, count * 4, flags=NCCL_WIN_DEFAULT)
+    plain.register()
+    for peer in range(n):
+        expected_address = plain.ptr + offset if peer == me else 0
+        assert pointer_of(r, "ncclGetPeerDevicePointer", plain, offset, peer) == expected_address
+    assert pointer_of(r, "ncclGetLsaDevicePointer", plain, offset, 0) == plain.ptr + offset
+    if n > 1:
+        assert lib.ncclGetLsaDevicePointer(plain.handle[0], 0, 1, out) == INVALID_ARGUMENT
+    cp.cuda.Device().synchronize()
+    r.comm.barrier()  # no rank reads a window any more
+    window.free()
+    plain.free()
+
+
+def scenario_pointers(r: Rank) -> None:
+    check_window_pointers(r, list(range(r.size)))
+    print(f"PASS pointers: every rank's window read through its pointer, {r.size} ranks")
+
+
 SCENARIOS: dict[str, Callable[[Rank], None]] = {
     "matrix": scenario_matrix,
     "small": scenario_small,
@@ -285,6 +349,7 @@ SCENARIOS: dict[str, Callable[[Rank], None]] = {
     "graph": scenario_graph,
     "fallbacks": scenario_fallbacks,
     "exchanges": scenario_exchanges,
+    "pointers": scenario_pointers,
 }
 
 
