@@ -514,16 +514,27 @@ Status Communicator::registerWindow(void* buffer, size_t bytes, bool symmetric, 
   return Status::kSuccess;
 }
 
+bool Communicator::hostIsLoadStoreTeam() const {
+  // NCCL's teams are strided runs of ranks, and its rail team strides over equal LSA teams: a host's
+  // ranks form the team only where every host holds the same number, consecutively numbered.
+  if (intra_ == nullptr) return false;  // all on stock NCCL: no window maps a peer
+  const HostLayout& layout = routed_->layout();
+  if (!layout.regular) return false;
+  for (const std::vector<int>& ranks : layout.hostRanks)
+    if (ranks.back() - ranks.front() + 1 != static_cast<int>(ranks.size())) return false;
+  return true;
+}
+
 int Communicator::loadStoreRank(int rank) const {
   if (!routed_) return rank;
-  if (intra_ == nullptr) return rank == rank_ ? 0 : -1;  // all on stock NCCL: no window maps a peer
+  if (!hostIsLoadStoreTeam()) return rank == rank_ ? 0 : -1;
   const HostLayout& layout = routed_->layout();
   return layout.hostOf[rank] == layout.hostOf[rank_] ? layout.localRankOf[rank] : -1;
 }
 
 int Communicator::loadStoreSize() const {
   if (!routed_) return nranks_;
-  return intra_ == nullptr ? 1 : routed_->layout().localSize(rank_);
+  return hostIsLoadStoreTeam() ? routed_->layout().localSize(rank_) : 1;
 }
 
 Status Communicator::deregisterWindow(SymmetricWindow* window) {

@@ -84,8 +84,9 @@ class Communicator final : public CollectiveComm {
   // through their final barriers, every peer's access to this one), then unmaps the peers' windows.
   Status deregisterWindow(SymmetricWindow* window);
   // NCCL's load/store (LSA) team of this rank's windows: every rank on one host; over several hosts, this
-  // host's ranks, in the order of the intra-host communicator that holds the windows. The team rank of
-  // world rank `rank`, or -1 where that rank lies on another host; and the team's size.
+  // host's ranks, in the order of the intra-host communicator that holds the windows, where every host
+  // holds as many, consecutively numbered (as NCCL's teams are), else this rank alone. The team rank of
+  // world rank `rank`, or -1 where it is not in the team; and the team's size.
   int loadStoreRank(int rank) const;
   int loadStoreSize() const;
 
@@ -212,6 +213,8 @@ class Communicator final : public CollectiveComm {
                       const WaitControl& wait) const;
   // Whether the scratch holds `region` (false while suspended).
   bool hasScratch(int region) const { return scratch_ && scratch_->has(region); }
+  // Routed: whether this host's ranks form the load/store team (loadStoreRank).
+  bool hostIsLoadStoreTeam() const;
 
   int rank_ = 0;
   int nranks_ = 0;

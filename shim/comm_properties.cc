@@ -44,8 +44,10 @@ int nvmlIndexOf(int cudaDev) {
 
 }  // namespace
 
-CommProperties describeComm(int rank, int nranks, int cudaDev, int nvmlDev, uint64_t commHash) {
+CommProperties describeComm(int rank, int nranks, int cudaDev, int nvmlDev, uint64_t commHash,
+                            int nLsaTeams) {
   CommProperties props{};
+  props.nLsaTeams = nLsaTeams;
   props.rank = rank;
   props.nRanks = nranks;
   props.cudaDev = cudaDev;
@@ -64,13 +66,15 @@ NCCL_API(ncclResult_t, ncclCommQueryProperties, (ncclComm_t comm, CommProperties
                        "ncclCommQueryProperties: props has a bad magic or size: initialize it with "
                        "NCCL_COMM_PROPERTIES_INITIALIZER"));
   uint64_t commHash = 0;
+  int nLsaTeams = 0;
   NCCL_TRY(toNccl(withImpl(comm, "ncclCommQueryProperties: comm was aborted or destroyed",
                            [&](mscclpp_nccl::Communicator& impl) {
                              commHash = impl.commHash();
+                             nLsaTeams = impl.size() / impl.loadStoreSize();
                              return Status::kSuccess;
                            })));
   const CommProperties answer =
-      describeComm(comm->rank, comm->nranks, comm->device, nvmlIndexOf(comm->device), commHash);
+      describeComm(comm->rank, comm->nranks, comm->device, nvmlIndexOf(comm->device), commHash, nLsaTeams);
   // A caller built against an older header passes a smaller struct: fill what it has.
   const size_t end = std::min(props->size, sizeof(CommProperties));
   memcpy(reinterpret_cast<char*>(props) + kFirstAnswer, reinterpret_cast<const char*>(&answer) + kFirstAnswer,

@@ -30,6 +30,7 @@ struct CommProperties {
   bool cftCountedSupport;
 };
 
-// What mscclpp-nccl answers for a communicator: who it is, and no device-API capability (no device
-// communicators, multimem, GIN, host RMA or CFT), since none is implemented.
-CommProperties describeComm(int rank, int nranks, int cudaDev, int nvmlDev, uint64_t commHash);
+// What mscclpp-nccl answers for a communicator: who it is, how many load/store teams its ranks form
+// (ncclTeamLsa), and no device-API capability (no device communicators, multimem, GIN, host RMA or CFT),
+// since none is implemented.
+CommProperties describeComm(int rank, int nranks, int cudaDev, int nvmlDev, uint64_t commHash, int nLsaTeams);

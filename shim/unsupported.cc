@@ -9,15 +9,13 @@
 #include <cstdint>
 
 #include "shim/api.h"
+#include "shim/team.h"
 
 namespace {
 
 // Minimal stand-ins for the device-API types (stock nccl_device/*.h) that the host functions below
 // take or return. Only what crosses the C calling convention matters: structs passed or returned by
 // value keep stock's layout, everything behind a pointer stays opaque.
-struct Team {  // ncclTeam_t
-  int nRanks, rank, stride;
-};
 struct MultimemHandle {  // ncclMultimemHandle_t
   void* mcBasePtr;
 };
@@ -161,23 +159,9 @@ NCCL_API(ncclResult_t, ncclGetPeerDeviceLeInfo,
 
 // ---- nccl_device/host.h: teams ------------------------------------------------------------------
 
-NCCL_API(Team, ncclTeamWorld, (ncclComm_t comm), comm) { return noTeam("ncclTeamWorld"); }
-
-NCCL_API(Team, ncclTeamLsa, (ncclComm_t comm), comm) { return noTeam("ncclTeamLsa"); }
-
 NCCL_API(Team, ncclTeamCft, (ncclComm_t comm, CftTeamMode mode), comm, mode) { return noTeam("ncclTeamCft"); }
 
 NCCL_API(Team, ncclTeamCftMultimem, (ncclComm_t comm), comm) { return noTeam("ncclTeamCftMultimem"); }
-
-NCCL_API(Team, ncclTeamRail, (ncclComm_t comm), comm) { return noTeam("ncclTeamRail"); }
-
-NCCL_API(int, ncclTeamRankToWorld, (ncclComm_t comm, Team team, int rank), comm, team, rank) {
-  return noRank("ncclTeamRankToWorld");
-}
-
-NCCL_API(int, ncclTeamRankToLsa, (ncclComm_t comm, Team team, int rank), comm, team, rank) {
-  return noRank("ncclTeamRankToLsa");
-}
 
 // ---- nccl_device/host.h: device resource requirements -------------------------------------------
 // Stock declares the GIN outbox/inbox pair only for Windows builds but exports it everywhere.

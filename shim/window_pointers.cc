@@ -1,8 +1,8 @@
 // ncclGetPeerDevicePointer and ncclGetLsaDevicePointer: where this process's kernels reach a rank's window
 // by load and store (PyTorch's and XLA's symmetric memory build their peer tables from them).
 //
-// A window's load/store team is NCCL's LSA team, the communicator's ranks on this host
-// (Communicator::loadStoreRank), where the registration mapped every peer's window; where it did not
+// A window's load/store team is the communicator's (ncclTeamLsa: this host's ranks, see
+// Communicator::loadStoreRank) where the registration mapped every peer's window; where it did not
 // (registered without NCCL_WIN_COLL_SYMMETRIC, or some rank could not map some peer's memory), no peer
 // is reachable and the team is this rank alone. A peer outside the team has no pointer: NULL and
 // success, as in stock NCCL.

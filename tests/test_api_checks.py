@@ -49,6 +49,12 @@ int ncclCommWindowDeregister(void*, void*);
 int ncclWinGetUserPtr(void*, void*, void**);
 int ncclGetPeerDevicePointer(void*, size_t, int, void**);
 int ncclGetLsaDevicePointer(void*, size_t, int, void**);
+typedef struct { int nRanks; int rank; int stride; } ncclTeam_t;
+ncclTeam_t ncclTeamWorld(void*);
+ncclTeam_t ncclTeamLsa(void*);
+ncclTeam_t ncclTeamRail(void*);
+int ncclTeamRankToWorld(void*, ncclTeam_t, int);
+int ncclTeamRankToLsa(void*, ncclTeam_t, int);
 int ncclCommSuspend(void*, int);
 int ncclCommResume(void*);
 int ncclCommMemStats(void*, int, uint64_t*);
@@ -318,6 +324,19 @@ def test_window_pointer_queries_refuse_unknown_windows(lib: Any) -> None:
         }.items():
             expect(lib, call, INVALID_ARGUMENT, name, "not a registered window")
     assert out[0] == ffi.cast("void*", 1)  # nothing is written before the window is known
+
+
+def test_team_queries_refuse_unusable_comms(lib: Any) -> None:
+    fake = ffi.new("char[4096]")  # readable memory that is no communicator
+    team = ffi.new("ncclTeam_t*", {"nRanks": 2, "rank": 0, "stride": 1})[0]
+    for comm in (NULL, ffi.cast("void*", fake)):
+        for name in ("ncclTeamWorld", "ncclTeamLsa", "ncclTeamRail"):
+            got = getattr(lib, name)(comm)
+            assert (got.nRanks, got.rank, got.stride) == (0, 0, 0), name
+            assert name in ffi.string(lib.ncclGetLastError(NULL)).decode()
+        for name in ("ncclTeamRankToWorld", "ncclTeamRankToLsa"):
+            assert getattr(lib, name)(comm, team, 1) == -1, name
+            assert name in ffi.string(lib.ncclGetLastError(NULL)).decode()
 
 
 def test_unimplemented_entry_points_say_so(lib: Any) -> None:

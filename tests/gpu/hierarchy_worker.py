@@ -7,7 +7,7 @@ cover on a communicator over several hosts. The launcher's --fake-hosts gives ea
   mixed_group  one group with an all_reduce, an all_gather and a ring of send/recv across hosts
   shrink       ncclCommShrink excluding the last rank: the others' new communicator (its hosts now
                unequal, so it decides its path again) is exact, and the parent stays usable
-  window_pointers  a window's peer pointers reach the ranks of this host alone, in host order
+  window_pointers  the teams, and a window's peer pointers, which reach the ranks of this host alone
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from allreduce_worker import Rank
-from window_worker import check_window_pointers
+from window_worker import check_teams, check_window_pointers
 
 from mscclpp_nccl.binding import ffi, new_config
 from mscclpp_nccl.communicator import Communicator, world_from_env
@@ -147,7 +147,14 @@ def scenario_window_pointers(r: Rank) -> None:
     r.comm.all_gather(mine, hosts, stream=r.stream)
     r.stream.synchronize()
     every = cp.asnumpy(hosts)
-    team = [k for k in range(r.size) if every[k] == every[r.rank]]
+    by_host = {h: [k for k in range(r.size) if every[k] == h] for h in set(every.tolist())}
+    # NCCL's teams are strided runs: a host is the load/store team where every host holds as many
+    # consecutive ranks; else each rank is its own team.
+    regular = len({len(ranks) for ranks in by_host.values()}) == 1 and all(
+        ranks[-1] - ranks[0] + 1 == len(ranks) for ranks in by_host.values()
+    )
+    team = by_host[every[r.rank]] if regular else [r.rank]
+    check_teams(r, team)
     check_window_pointers(r, team)
     print(f"PASS window_pointers: {len(team)} of {r.size} ranks reached")
 

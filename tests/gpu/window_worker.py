@@ -286,6 +286,22 @@ def pointer_of(r: Rank, query: str, window: Window, offset: int, rank: int) -> i
     return int(ffi.cast("uintptr_t", out[0]))
 
 
+def check_teams(r: Rank, team: list[int]) -> None:
+    """ncclTeamWorld, ncclTeamLsa and ncclTeamRail describe the world, `team` and the rail (stride: the
+    team's size), and the rank conversions agree with them."""
+    lib, comm, n, me = r.nccl.lib, r.comm.handle, r.size, r.rank
+
+    def fields(t: object) -> tuple[int, int, int]:
+        return (t.nRanks, t.rank, t.stride)  # type: ignore[attr-defined]
+
+    world, lsa, rail = lib.ncclTeamWorld(comm), lib.ncclTeamLsa(comm), lib.ncclTeamRail(comm)
+    assert fields(world) == (n, me, 1), fields(world)
+    assert fields(lsa) == (len(team), team.index(me), 1), (fields(lsa), team)
+    assert fields(rail) == (n // len(team), me // len(team), len(team)), fields(rail)
+    assert [lib.ncclTeamRankToWorld(comm, lsa, i) for i in range(len(team))] == team
+    assert [lib.ncclTeamRankToLsa(comm, world, peer) for peer in team] == list(range(len(team)))
+
+
 def check_window_pointers(r: Rank, team: list[int]) -> None:
     """Through the pointer ncclGetPeerDevicePointer gives for each world rank of `team` (the ranks this
     rank reaches by load and store, in team order) this rank reads what that rank wrote into its window,
@@ -336,6 +352,7 @@ def check_window_pointers(r: Rank, team: list[int]) -> None:
 
 
 def scenario_pointers(r: Rank) -> None:
+    check_teams(r, list(range(r.size)))
     check_window_pointers(r, list(range(r.size)))
     print(f"PASS pointers: every rank's window read through its pointer, {r.size} ranks")
 
