@@ -515,14 +515,8 @@ Status Communicator::registerWindow(void* buffer, size_t bytes, bool symmetric, 
 }
 
 bool Communicator::hostIsLoadStoreTeam() const {
-  // NCCL's teams are strided runs of ranks, and its rail team strides over equal LSA teams: a host's
-  // ranks form the team only where every host holds the same number, consecutively numbered.
-  if (intra_ == nullptr) return false;  // all on stock NCCL: no window maps a peer
-  const HostLayout& layout = routed_->layout();
-  if (!layout.regular) return false;
-  for (const std::vector<int>& ranks : layout.hostRanks)
-    if (ranks.back() - ranks.front() + 1 != static_cast<int>(ranks.size())) return false;
-  return true;
+  // All on stock NCCL, no window maps a peer.
+  return intra_ != nullptr && routed_->layout().hostsAreTeams();
 }
 
 int Communicator::loadStoreRank(int rank) const {

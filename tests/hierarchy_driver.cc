@@ -1,7 +1,8 @@
 // Drives native/fallback/hierarchy.cc, fallback_mode.cc and native/transport/host_identity.cc on the CPU
 // for tests/test_hierarchy.py. Reads queries from stdin, one a line, and ends each answer with "end":
 //   layout ID...                  the layout of ranks on those host ids (rank order): "hosts H regular 0|1
-//                                 multi 0|1", then per rank "rank R host H local L size S intra A,B rail C,D"
+//                                 multi 0|1 teams 0|1", then per rank "rank R host H local L size S intra A,B
+//                                 rail C,D"
 //   path MODE ID...               choosePath with MSCCLPP_NCCL_FALLBACK=MODE ("-" for unset): "PATH WHY"
 //   plan COLL COUNT ELEM GRAIN ID...   every rank's hierarchicalPlan (COLL all_reduce, all_gather or
 //                                 reduce_scatter): per step "rank R step K intra|rail OP" then one
@@ -41,7 +42,8 @@ std::string joined(const std::vector<int>& ranks) {
 }
 
 void printLayout(const HostLayout& layout) {
-  printf("hosts %d regular %d multi %d\n", layout.nhosts(), layout.regular, layout.multiHost());
+  printf("hosts %d regular %d multi %d teams %d\n", layout.nhosts(), layout.regular, layout.multiHost(),
+         layout.hostsAreTeams());
   for (int r = 0; r < layout.nranks; ++r)
     printf("rank %d host %d local %d size %d intra %s rail %s\n", r, layout.hostOf[r], layout.localRankOf[r],
            layout.localSize(r), joined(layout.intraMembers(r)).c_str(),

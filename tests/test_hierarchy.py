@@ -94,7 +94,9 @@ def rails(groups: list[list[int]]) -> list[list[int]]:
 def model_layout(hosts: list[int]) -> list[str]:
     groups = host_groups(hosts)
     regular = len({len(g) for g in groups}) == 1
-    out = [f"hosts {len(groups)} regular {int(regular)} multi {int(len(groups) > 1)}"]
+    consecutive = all(g == list(range(g[0], g[0] + len(g))) for g in groups)
+    teams = regular and consecutive
+    out = [f"hosts {len(groups)} regular {int(regular)} multi {int(len(groups) > 1)} teams {int(teams)}"]
     for rank in range(len(hosts)):
         h = next(i for i, g in enumerate(groups) if rank in g)
         local = groups[h].index(rank)
@@ -118,19 +120,22 @@ def test_layouts_written_out() -> None:
     assert rails(host_groups(TWO_BY_FOUR)) == [[0, 4], [1, 5], [2, 6], [3, 7]]
     assert rails(host_groups(FOUR_BY_TWO)) == [[0, 2, 4, 6], [1, 3, 5, 7]]
     assert rails(host_groups(IRREGULAR)) == [[0, 3], [1], [2]]
+    assert model_layout(TWO_BY_FOUR)[0].endswith("teams 1")
+    assert model_layout(INTERLEAVED)[0].endswith("teams 0")
+    assert model_layout(IRREGULAR)[0].endswith("teams 0")
 
 
 def test_interleaved_and_irregular_layouts_spelled_out(driver: Path) -> None:
     (interleaved, irregular), _ = ask(driver, [f"layout {ids(INTERLEAVED)}", f"layout {ids(IRREGULAR)}"])
     assert interleaved == [
-        "hosts 2 regular 1 multi 1",
+        "hosts 2 regular 1 multi 1 teams 0",
         "rank 0 host 0 local 0 size 2 intra 0,2 rail 0,1",
         "rank 1 host 1 local 0 size 2 intra 1,3 rail 0,1",
         "rank 2 host 0 local 1 size 2 intra 0,2 rail 2,3",
         "rank 3 host 1 local 1 size 2 intra 1,3 rail 2,3",
     ]
     assert irregular == [
-        "hosts 2 regular 0 multi 1",
+        "hosts 2 regular 0 multi 1 teams 0",
         "rank 0 host 0 local 0 size 3 intra 0,1,2 rail 0,3",
         "rank 1 host 0 local 1 size 3 intra 0,1,2 rail 1",
         "rank 2 host 0 local 2 size 3 intra 0,1,2 rail 2",
@@ -468,5 +473,6 @@ def test_fake_hosts_on_one_machine(driver: Path, names: str, shape: tuple[int, i
     answers, _ = ask(driver, [f"hostid 77 {n}" for n in names])
     hosts = [int(a[0]) for a in answers]
     (layout,), _ = ask(driver, [f"layout {ids(hosts)}"])
-    assert layout[0] == f"hosts {shape[0]} regular 1 multi 1"
+    consecutive = names == "".join(sorted(names))
+    assert layout[0] == f"hosts {shape[0]} regular 1 multi 1 teams {int(consecutive)}"
     assert layout[1:] == model_layout([ord(n) for n in names])[1:]

@@ -67,6 +67,13 @@ std::vector<int> HostLayout::railMembers(int rank) const {
   return members;
 }
 
+bool HostLayout::hostsAreTeams() const {
+  if (!regular) return false;
+  for (const std::vector<int>& ranks : hostRanks)
+    if (ranks.back() - ranks.front() + 1 != static_cast<int>(ranks.size())) return false;
+  return true;
+}
+
 HostLayout hostLayout(const std::vector<uint64_t>& hostIds) {
   HostLayout layout;
   layout.nranks = static_cast<int>(hostIds.size());

@@ -33,6 +33,9 @@ struct HostLayout {
   // The ranks with `rank`'s local index on every host that has one, in host order: its rail. On an
   // irregular layout the rails differ in size, which is why that layout is not run hierarchically.
   std::vector<int> railMembers(int rank) const;
+  // Whether each host's ranks can be one of NCCL's load/store teams, which are strided runs that its
+  // rail team strides over: every host holds as many ranks, numbered consecutively.
+  bool hostsAreTeams() const;
 };
 
 HostLayout hostLayout(const std::vector<uint64_t>& hostIds);
