@@ -224,8 +224,9 @@ NCCL_GROUP_API(ncclResult_t, ncclCommShrink,
   NCCL_TRY(checkManageableComm(comm, "ncclCommShrink"));
   if (newcomm == nullptr) return toNccl(fail(Status::kInvalidArgument, "ncclCommShrink: newcomm is NULL"));
   *newcomm = nullptr;
-  if (excludeRanksCount < 0 || (excludeRanksCount > 0 && excludeRanksList == nullptr))
-    return toNccl(fail(Status::kInvalidArgument, "ncclCommShrink: bad exclude list"));
+  // As in stock NCCL, a shrink excludes someone: an empty list is refused, not taken as a copy.
+  if (excludeRanksList == nullptr || excludeRanksCount <= 0)
+    return toNccl(fail(Status::kInvalidArgument, "ncclCommShrink: the exclude list is NULL or empty"));
   if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
     return toNccl(fail(Status::kInvalidArgument, "ncclCommShrink: unknown flags 0x%x", shrinkFlags));
   std::vector<int> excluded(excludeRanksList, excludeRanksList + excludeRanksCount);

@@ -347,6 +347,11 @@ def test_a_comm_still_initializing_is_refused_at_once() -> None:
 
 
 @pytest.mark.gpu
+def test_shrink_refuses_what_stock_refuses() -> None:
+    run_gpu_worker("shrink_arguments")
+
+
+@pytest.mark.gpu
 def test_too_many_rounds_fail_instead_of_doing_nothing() -> None:
     run_gpu_worker("rounds", MSCCLPP_NCCL_ALGO="all_reduce=allreduce_one_shot_packet/1/32/8")
 

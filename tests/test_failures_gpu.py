@@ -60,6 +60,8 @@ def test_rank_killed_mid_collective(nranks: int, ending: str, tmp_path: Path) ->
 @pytest.mark.parametrize("nranks", [2, 4, 8])
 @pytest.mark.parametrize("call", ["split", "shrink", "window"])
 def test_abort_while_a_call_is_blocked(nranks: int, call: str, tmp_path: Path) -> None:
+    if call == "shrink" and nranks < 3:
+        pytest.skip("a shrink excludes a rank and waits for another: it cannot block at 2 ranks")
     env = {"MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT": "60", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT"}
     output = _launch(nranks, tmp_path, f"blocked:{call}", **env)
     _assert_passed(output, f"blocked:{call}", nranks)

@@ -6,6 +6,8 @@ run, named on the command line; prints "PASS <scenario>" or dies trying (a crash
   race        ncclCommAbort and ncclCommDestroy of one non-blocking comm at once, from two threads
   initializing  queries and ncclCommDestroy of a non-blocking comm still in its rendezvous refuse it at once
   rounds      a 16 GiB all-reduce forced onto a one-shot shape of one block and one packet a round
+  shrink_arguments  ncclCommShrink refuses what stock refuses (an empty or NULL exclude list, a rank that
+              excludes itself) and what would leave nothing, before any rendezvous
 """
 
 from __future__ import annotations
@@ -156,6 +158,25 @@ def rounds() -> None:
     print("PASS rounds")
 
 
+def shrink_arguments() -> None:
+    comms = two_ranks()
+    new = ffi.new("ncclComm_t*")
+    for excluded, count, words in (
+        (ffi.NULL, 1, "NULL or empty"),
+        (ffi.new("int[]", [1]), 0, "NULL or empty"),
+        (ffi.new("int[]", [1]), -1, "NULL or empty"),
+        (ffi.new("int[]", [0]), 1, "excludes itself"),
+        (ffi.new("int[]", [2]), 1, "out of range"),
+    ):
+        rc = lib.ncclCommShrink(comms[0], excluded, count, new, ffi.NULL, 0)
+        message = ffi.string(lib.ncclGetLastError(comms[0])).decode()
+        assert rc == INVALID_ARGUMENT and words in message, (count, rc, message)
+        assert new[0] == ffi.NULL
+    for comm in comms:
+        nccl.check(lib.ncclCommDestroy(comm))
+    print("PASS shrink_arguments")
+
+
 if __name__ == "__main__":
     {
         "destroyed": destroyed,
@@ -163,4 +184,5 @@ if __name__ == "__main__":
         "race": race,
         "initializing": initializing,
         "rounds": rounds,
+        "shrink_arguments": shrink_arguments,
     }[sys.argv[1]]()

@@ -190,9 +190,11 @@ def blocked_call(variant: str, comm: Communicator) -> None:
     if variant == "split":
         comm.split(0, comm.rank)
     elif variant == "shrink":
-        # Nobody excluded: the new communicator's rendezvous waits for the last rank, which never comes.
+        # Rank 0 excluded (it stands by): the new communicator's rendezvous waits for the last rank, which
+        # never comes.
         new = ffi.new("ncclComm_t*")
-        nccl.check(lib.ncclCommShrink(comm.handle, ffi.NULL, 0, new, ffi.NULL, 0), comm.handle)
+        excluded = ffi.new("int[]", [0])
+        nccl.check(lib.ncclCommShrink(comm.handle, excluded, 1, new, ffi.NULL, 0), comm.handle)
     else:
         buf = cp.zeros(1 << 20, dtype=cp.uint8)
         win = ffi.new("ncclWindow_t*")
@@ -209,6 +211,13 @@ def blocked_rank(variant: str, shared: Path, rank: int, size: int, uid: str) -> 
     if rank == size - 1:
         wait_for([shared / f"aborted.{r}" for r in range(size - 1)])
         comm.abort()  # its peers are gone (they aborted): no destroy could complete with them
+        print(f"PASS blocked:{variant}", flush=True)
+        return
+    if variant == "shrink" and rank == 0:  # excluded from the shrink: aborts with the blocked ranks
+        mark(shared / "blocked.0")
+        wait_for([shared / f"blocked.{r}" for r in range(size - 1)])
+        comm.abort()
+        mark(shared / "aborted.0")
         print(f"PASS blocked:{variant}", flush=True)
         return
     outcome: list[BaseException] = []
