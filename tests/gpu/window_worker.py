@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import cupy as cp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 import collectives_worker as cw
+import device_host_api as dev
 import reference as ref
 from allreduce_worker import Rank, check_case, pattern, run_scenarios
 
@@ -279,27 +281,27 @@ def scenario_exchanges(r: Rank) -> None:
 INVALID_ARGUMENT = 4  # ncclInvalidArgument
 
 
-def pointer_of(r: Rank, query: str, window: Window, offset: int, rank: int) -> int:
+def pointer_of(api: Any, query: str, window: Window, offset: int, rank: int) -> int:
     """What ncclGetPeerDevicePointer or ncclGetLsaDevicePointer gives for `rank`: an address, or 0."""
-    out = ffi.new("void**")
-    r.nccl.check(getattr(r.nccl.lib, query)(window.handle[0], offset, rank, out))
-    return int(ffi.cast("uintptr_t", out[0]))
+    out = dev.ffi.new("void**")
+    assert getattr(api, query)(dev.handle(window.handle[0]), offset, rank, out) == 0, (query, rank)
+    return int(dev.ffi.cast("uintptr_t", out[0]))
 
 
 def check_teams(r: Rank, team: list[int]) -> None:
     """ncclTeamWorld, ncclTeamLsa and ncclTeamRail describe the world, `team` and the rail (stride: the
     team's size), and the rank conversions agree with them."""
-    lib, comm, n, me = r.nccl.lib, r.comm.handle, r.size, r.rank
+    api, comm, n, me = dev.load(r.nccl), dev.handle(r.comm.handle), r.size, r.rank
 
-    def fields(t: object) -> tuple[int, int, int]:
-        return (t.nRanks, t.rank, t.stride)  # type: ignore[attr-defined]
+    def fields(t: Any) -> tuple[int, int, int]:
+        return (t.nRanks, t.rank, t.stride)
 
-    world, lsa, rail = lib.ncclTeamWorld(comm), lib.ncclTeamLsa(comm), lib.ncclTeamRail(comm)
+    world, lsa, rail = api.ncclTeamWorld(comm), api.ncclTeamLsa(comm), api.ncclTeamRail(comm)
     assert fields(world) == (n, me, 1), fields(world)
     assert fields(lsa) == (len(team), team.index(me), 1), (fields(lsa), team)
     assert fields(rail) == (n // len(team), me // len(team), len(team)), fields(rail)
-    assert [lib.ncclTeamRankToWorld(comm, lsa, i) for i in range(len(team))] == team
-    assert [lib.ncclTeamRankToLsa(comm, world, peer) for peer in team] == list(range(len(team)))
+    assert [api.ncclTeamRankToWorld(comm, lsa, i) for i in range(len(team))] == team
+    assert [api.ncclTeamRankToLsa(comm, world, peer) for peer in team] == list(range(len(team)))
 
 
 def check_window_pointers(r: Rank, team: list[int]) -> None:
@@ -307,7 +309,7 @@ def check_window_pointers(r: Rank, team: list[int]) -> None:
     rank reaches by load and store, in team order) this rank reads what that rank wrote into its window,
     ncclGetLsaDevicePointer gives the same pointer for its team rank, and every other rank has none
     (NULL). Ranks and offsets outside are refused; a NCCL_WIN_DEFAULT window reaches this rank alone."""
-    lib, n, me = r.nccl.lib, r.size, r.rank
+    api, n, me = dev.load(r.nccl), r.size, r.rank
     count, skip = 1 << 16, 3  # int32 words; the pointers start `skip` words in
     offset = skip * 4
     window = Window(r, count * 4)
@@ -316,35 +318,35 @@ def check_window_pointers(r: Rank, team: list[int]) -> None:
     r.stream.synchronize()
     r.comm.barrier()  # every rank's window is written
     for peer in range(n):
-        address = pointer_of(r, "ncclGetPeerDevicePointer", window, offset, peer)
+        address = pointer_of(api, "ncclGetPeerDevicePointer", window, offset, peer)
         if peer not in team:
-            assert address == 0, f"rank {me}: rank {peer} is on another host, yet has a pointer"
+            assert address == 0, f"rank {me}: rank {peer} is outside the team, yet has a pointer"
             continue
         assert address != 0, f"rank {me}: no pointer to rank {peer}'s window"
-        lsa = pointer_of(r, "ncclGetLsaDevicePointer", window, offset, team.index(peer))
+        lsa = pointer_of(api, "ncclGetLsaDevicePointer", window, offset, team.index(peer))
         assert lsa == address, f"rank {me}: rank {peer}: LSA pointer {lsa:#x}, peer pointer {address:#x}"
         seen = cp.empty(count - skip, dtype=cp.int32)
         cp.cuda.runtime.memcpy(seen.data.ptr, address, seen.nbytes, cp.cuda.runtime.memcpyDeviceToDevice)
         expected = np.arange(skip, count, dtype=np.int32) + peer * (1 << 20)
         np.testing.assert_array_equal(cp.asnumpy(seen), expected, err_msg=f"rank {me} reading rank {peer}")
-    assert pointer_of(r, "ncclGetPeerDevicePointer", window, 0, me) == window.ptr
-    handle, out = window.handle[0], ffi.new("void**")
+    assert pointer_of(api, "ncclGetPeerDevicePointer", window, 0, me) == window.ptr
+    handle, out = dev.handle(window.handle[0]), dev.ffi.new("void**")
     for refused in (
-        lib.ncclGetPeerDevicePointer(handle, 0, n, out),
-        lib.ncclGetPeerDevicePointer(handle, 0, -1, out),
-        lib.ncclGetPeerDevicePointer(handle, count * 4, me, out),
-        lib.ncclGetLsaDevicePointer(handle, 0, len(team), out),
-        lib.ncclGetLsaDevicePointer(handle, 0, -1, out),
+        api.ncclGetPeerDevicePointer(handle, 0, n, out),
+        api.ncclGetPeerDevicePointer(handle, 0, -1, out),
+        api.ncclGetPeerDevicePointer(handle, count * 4, me, out),
+        api.ncclGetLsaDevicePointer(handle, 0, len(team), out),
+        api.ncclGetLsaDevicePointer(handle, 0, -1, out),
     ):
         assert refused == INVALID_ARGUMENT, refused
     plain = Window(r, count * 4, flags=NCCL_WIN_DEFAULT)
     plain.register()
     for peer in range(n):
         expected_address = plain.ptr + offset if peer == me else 0
-        assert pointer_of(r, "ncclGetPeerDevicePointer", plain, offset, peer) == expected_address
-    assert pointer_of(r, "ncclGetLsaDevicePointer", plain, offset, 0) == plain.ptr + offset
+        assert pointer_of(api, "ncclGetPeerDevicePointer", plain, offset, peer) == expected_address
+    assert pointer_of(api, "ncclGetLsaDevicePointer", plain, offset, 0) == plain.ptr + offset
     if n > 1:
-        assert lib.ncclGetLsaDevicePointer(plain.handle[0], 0, 1, out) == INVALID_ARGUMENT
+        assert api.ncclGetLsaDevicePointer(dev.handle(plain.handle[0]), 0, 1, out) == INVALID_ARGUMENT
     cp.cuda.Device().synchronize()
     r.comm.barrier()  # no rank reads a window any more
     window.free()
