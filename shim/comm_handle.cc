@@ -1,5 +1,6 @@
 #include "shim/comm_handle.h"
 
+#include <climits>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -153,6 +154,58 @@ void reportUnusedSettings(const ncclConfig_t& config, Has has) {
 
 }  // namespace
 
+namespace {
+
+// The fields stock NCCL checks when a config is parsed, and the values it accepts (NCCL_CONFIG_UNDEF_INT,
+// unset, always passes): a caller gets ncclInvalidArgument for the same configs from both libraries.
+template <typename Has>
+ncclResult_t checkConfigValues(const ncclConfig_t& config, Has has) {
+  struct Range {
+    const char* name;
+    size_t offset;
+    int least, most;
+  };
+  constexpr int kMaxChannels = 64;
+  static constexpr Range kRanges[] = {
+      {"cgaClusterSize", offsetof(ncclConfig_t, cgaClusterSize), 0, INT_MAX},
+      {"minCTAs", offsetof(ncclConfig_t, minCTAs), 1, INT_MAX},
+      {"maxCTAs", offsetof(ncclConfig_t, maxCTAs), 1, INT_MAX},
+      {"splitShare", offsetof(ncclConfig_t, splitShare), 0, 1},
+      {"collnetEnable", offsetof(ncclConfig_t, collnetEnable), 0, 1},
+      {"CTAPolicy", offsetof(ncclConfig_t, CTAPolicy), 0,
+       NCCL_CTA_POLICY_DEFAULT | NCCL_CTA_POLICY_EFFICIENCY | NCCL_CTA_POLICY_ZERO},
+      {"shrinkShare", offsetof(ncclConfig_t, shrinkShare), 0, 1},
+      {"nvlsCTAs", offsetof(ncclConfig_t, nvlsCTAs), 1, INT_MAX},
+      {"nChannelsPerNetPeer", offsetof(ncclConfig_t, nChannelsPerNetPeer), 1, kMaxChannels},
+      {"nvlinkCentricSched", offsetof(ncclConfig_t, nvlinkCentricSched), 0, 1},
+      {"graphUsageMode", offsetof(ncclConfig_t, graphUsageMode), 0, 2},
+      {"numRmaCtx", offsetof(ncclConfig_t, numRmaCtx), 0, INT_MAX},
+      {"maxP2pPeers", offsetof(ncclConfig_t, maxP2pPeers), 1, INT_MAX},
+      {"graphStreamOrdering", offsetof(ncclConfig_t, graphStreamOrdering), 0, 1},
+  };
+  auto valueAt = [&](size_t offset) {
+    int value;
+    memcpy(&value, reinterpret_cast<const char*>(&config) + offset, sizeof(value));
+    return value;
+  };
+  for (const Range& range : kRanges) {
+    if (!has(range.offset, sizeof(int))) continue;
+    const int value = valueAt(range.offset);
+    if (value != NCCL_CONFIG_UNDEF_INT && (value < range.least || value > range.most))
+      return toNccl(fail(Status::kInvalidArgument, "ncclConfig_t %s is %d: %d to %d (or left unset)",
+                         range.name, value, range.least, range.most));
+  }
+  // Stock also refuses a minCTAs above maxCTAs (and, by comparing with the unset value, a minCTAs set
+  // alone, which is accepted here).
+  if (has(offsetof(ncclConfig_t, maxCTAs), sizeof(int)) && config.minCTAs != NCCL_CONFIG_UNDEF_INT &&
+      config.maxCTAs != NCCL_CONFIG_UNDEF_INT && config.minCTAs > config.maxCTAs)
+    return toNccl(fail(Status::kInvalidArgument, "ncclConfig_t minCTAs %d is above maxCTAs %d",
+                       config.minCTAs, config.maxCTAs));
+  return ncclSuccess;
+}
+
+}  // namespace
+
 ncclResult_t readCommConfig(const ncclConfig_t* config, CommConfig* out) {
   *out = CommConfig{};
   if (config == nullptr) return ncclSuccess;
@@ -170,6 +223,7 @@ ncclResult_t readCommConfig(const ncclConfig_t* config, CommConfig* out) {
                          config->blocking));
     out->blocking = config->blocking != 0;
   }
+  NCCL_TRY(checkConfigValues(*config, has));
   reportUnusedSettings(*config, has);
   return ncclSuccess;
 }

@@ -21,6 +21,7 @@ CDEF = """
 typedef struct { char internal[128]; } ncclUniqueId;
 typedef struct { size_t size; unsigned int magic; unsigned int version; float estimatedTime; } ncclSimInfo_t;
 int ncclGetVersion(int*);
+int ncclGetUniqueId(ncclUniqueId*);
 const char* ncclGetLastError(void*);
 int ncclCommInitRank(void**, int, ncclUniqueId, int);
 int ncclCommInitRankConfig(void**, int, ncclUniqueId, int, void*);
@@ -245,6 +246,62 @@ def test_init_checks_arguments_before_touching_the_gpu(lib: Any) -> None:
     expect(lib, lambda: lib.ncclCommInitRankScalable(out, 2, 0, 0, uid, NULL), INVALID_ARGUMENT, "unique id")
     expect(lib, lambda: lib.ncclCommInitAll(NULL, 1, NULL), INVALID_ARGUMENT, "comms is NULL")
     expect(lib, lambda: lib.ncclCommInitAll(out, 0, NULL), INVALID_ARGUMENT, "ndev 0")
+
+
+CONFIG_REFUSALS = [
+    ("blocking", 2),
+    ("cgaClusterSize", -1),
+    ("minCTAs", 0),
+    ("maxCTAs", -4),
+    ("splitShare", 2),
+    ("collnetEnable", -1),
+    ("CTAPolicy", 4),
+    ("shrinkShare", 3),
+    ("nvlsCTAs", 0),
+    ("nChannelsPerNetPeer", 65),
+    ("nvlinkCentricSched", 2),
+    ("graphUsageMode", 3),
+    ("numRmaCtx", -1),
+    ("maxP2pPeers", 0),
+    ("graphStreamOrdering", 2),
+]
+
+
+def init_with_config(lib: Any, **fields: int) -> tuple[int, Any]:
+    """ncclCommInitRankConfig of a one-rank communicator with an NCCL_CONFIG_INITIALIZER config that has
+    `fields` set: its result and the communicator."""
+    from mscclpp_nccl import binding
+
+    kept = binding.new_config(**fields)
+    config = ffi.cast("void*", int(binding.ffi.cast("uintptr_t", kept)))
+    uid, out = ffi.new("ncclUniqueId*"), ffi.new("void**")
+    assert lib.ncclGetUniqueId(uid) == 0
+    return lib.ncclCommInitRankConfig(out, 1, uid[0], 0, config), out[0]
+
+
+@pytest.mark.parametrize(("field", "value"), CONFIG_REFUSALS, ids=[f for f, _ in CONFIG_REFUSALS])
+def test_config_values_stock_refuses_are_refused(lib: Any, field: str, value: int) -> None:
+    rc, comm = init_with_config(lib, **{field: value})
+    assert (rc, comm) == (INVALID_ARGUMENT, NULL), last_error(lib)
+    assert field in last_error(lib)
+
+
+def test_config_values_stock_accepts_pass_the_checks(lib: Any) -> None:
+    """Edge values that stock accepts, minCTAs = maxCTAs among them, and minCTAs alone (which stock's check
+    refuses by comparing it with the unset maxCTAs): whatever the init then does, the config is not why
+    it fails."""
+    for fields in (
+        {"cgaClusterSize": 0, "minCTAs": 4, "maxCTAs": 4, "CTAPolicy": 3, "graphUsageMode": 2},
+        {"minCTAs": 2, "nChannelsPerNetPeer": 64, "numRmaCtx": 0, "graphStreamOrdering": 0},
+    ):
+        rc, comm = init_with_config(lib, **fields)
+        if rc == 0:  # a GPU: a communicator of one rank
+            assert lib.ncclCommDestroy(comm) == 0
+        else:
+            assert "ncclConfig_t" not in last_error(lib), (fields, last_error(lib))
+    rc, comm = init_with_config(lib, minCTAs=8, maxCTAs=4)
+    assert (rc, comm) == (INVALID_ARGUMENT, NULL), last_error(lib)
+    assert "minCTAs 8 is above maxCTAs 4" in last_error(lib)
 
 
 def test_split_and_shrink_reject_null(lib: Any) -> None:
