@@ -171,10 +171,13 @@ NCCL_API(ncclResult_t, ncclWinGetUserPtr, (ncclComm_t comm, ncclWindow_t win, vo
   return ncclSuccess;
 }
 
-ncclComm* windowComm(ncclWindow_t win) {
+ncclComm* windowComm(ncclWindow_t win, const mscclpp_nccl::SymmetricWindow** native) {
   ncclComm* comm = nullptr;
+  *native = nullptr;
   liveHandles().read(win, [&] {
-    if (win->magic == ncclWindow_vidmem::kMagic) comm = win->comm;
+    if (win->magic != ncclWindow_vidmem::kMagic) return;
+    comm = win->comm;
+    *native = win->native.load();
   });
   return comm;
 }

@@ -17,26 +17,33 @@ using mscclpp_nccl::SymmetricWindow;
 
 namespace {
 
-// The window team: this rank's place in it and its size, for `window` of `impl`.
-struct LoadStoreTeam {
-  int self;
-  int size;
-};
+// The window's load/store team: the communicator's (Communicator::loadStoreRank) where the window is
+// mapped, else this rank alone.
+class LoadStoreTeam {
+ public:
+  LoadStoreTeam(const Communicator& impl, const SymmetricWindow& window)
+      : impl_(impl), mapped_(window.mapped()) {}
+  int size() const { return mapped_ ? impl_.loadStoreSize() : 1; }
+  // The team rank of world rank `rank`, or -1 where it is not in the team.
+  int rankOf(int rank) const {
+    if (mapped_) return impl_.loadStoreRank(rank);
+    return rank == impl_.rank() ? 0 : -1;
+  }
+  int self() const { return rankOf(impl_.rank()); }
 
-LoadStoreTeam teamOf(const Communicator& impl, const SymmetricWindow& window) {
-  if (!window.mapped()) return LoadStoreTeam{0, 1};
-  return LoadStoreTeam{impl.loadStoreRank(impl.rank()), impl.loadStoreSize()};
-}
+ private:
+  const Communicator& impl_;
+  bool mapped_;
+};
 
 // `offset` into the window of team rank `teamRank` (in the team), as this process maps it.
 Status teamPointer(const SymmetricWindow& window, const LoadStoreTeam& team, int teamRank, size_t offset,
                    const char* function, void** out) {
-  // Every team member's window holds the smallest one registered (sharedBytes).
-  const size_t bytes = window.mapped() ? window.sharedBytes() : window.bytes();
-  if (offset >= bytes)
+  // Every team member's window holds sharedBytes() (this rank's own size where no peer is mapped).
+  if (offset >= window.sharedBytes())
     return fail(Status::kInvalidArgument, "%s: offset %zu is not inside the window (%zu bytes)", function,
-                offset, bytes);
-  char* base = teamRank == team.self ? static_cast<char*>(window.local()) : window.peerBase(teamRank);
+                offset, window.sharedBytes());
+  char* const base = teamRank == team.self() ? static_cast<char*>(window.local()) : window.peerBase(teamRank);
   *out = base + offset;
   return Status::kSuccess;
 }
@@ -44,18 +51,19 @@ Status teamPointer(const SymmetricWindow& window, const LoadStoreTeam& team, int
 // Finds the window a query names and runs query(impl, window, team) on it.
 template <typename Query>
 ncclResult_t queryWindow(ncclWindow_t win, void** outPtr, const char* function, Query query) {
-  ncclComm* comm = windowComm(win);
+  const SymmetricWindow* window = nullptr;
+  ncclComm* comm = windowComm(win, &window);
   if (comm == nullptr)
     return toNccl(fail(Status::kInvalidArgument, "%s: window is not a registered window", function));
   if (outPtr == nullptr) return toNccl(fail(Status::kInvalidArgument, "%s: outPtr is NULL", function));
   *outPtr = nullptr;
   NCCL_TRY(checkReadyComm(comm, function));
-  const SymmetricWindow* window = nativeWindow(comm, win);
   if (window == nullptr)  // registered inside a group that has not ended
     return toNccl(fail(Status::kInvalidUsage, "%s: the window's registration has not run yet (end its group)",
                        function));
-  return toNccl(withImpl(comm, "window pointer: comm was aborted",
-                         [&](Communicator& impl) { return query(impl, *window, teamOf(impl, *window)); }));
+  return toNccl(withImpl(comm, "window pointer: comm was aborted", [&](Communicator& impl) {
+    return query(impl, *window, LoadStoreTeam(impl, *window));
+  }));
 }
 
 }  // namespace
@@ -65,10 +73,10 @@ NCCL_API(ncclResult_t, ncclGetLsaDevicePointer,
   constexpr const char* kFunction = "ncclGetLsaDevicePointer";
   return queryWindow(window, outPtr, kFunction,
                      [&](const Communicator&, const SymmetricWindow& native, const LoadStoreTeam& team) {
-                       if (lsaRank < 0 || lsaRank >= team.size)
+                       if (lsaRank < 0 || lsaRank >= team.size())
                          return fail(Status::kInvalidArgument,
                                      "%s: lsaRank %d is outside the window's load/store team of %d rank(s)",
-                                     kFunction, lsaRank, team.size);
+                                     kFunction, lsaRank, team.size());
                        return teamPointer(native, team, lsaRank, offset, kFunction, outPtr);
                      });
 }
@@ -76,14 +84,14 @@ NCCL_API(ncclResult_t, ncclGetLsaDevicePointer,
 NCCL_API(ncclResult_t, ncclGetPeerDevicePointer,
          (ncclWindow_t window, size_t offset, int peer, void** outPtr), window, offset, peer, outPtr) {
   constexpr const char* kFunction = "ncclGetPeerDevicePointer";
-  return queryWindow(
-      window, outPtr, kFunction,
-      [&](const Communicator& impl, const SymmetricWindow& native, const LoadStoreTeam& team) {
-        if (peer < 0 || peer >= impl.size())
-          return fail(Status::kInvalidArgument, "%s: peer %d is outside the communicator's %d ranks",
-                      kFunction, peer, impl.size());
-        const int teamRank = native.mapped() ? impl.loadStoreRank(peer) : peer == impl.rank() ? 0 : -1;
-        if (teamRank < 0) return Status::kSuccess;  // not reachable: NULL
-        return teamPointer(native, team, teamRank, offset, kFunction, outPtr);
-      });
+  return queryWindow(window, outPtr, kFunction,
+                     [&](const Communicator& impl, const SymmetricWindow& native, const LoadStoreTeam& team) {
+                       if (peer < 0 || peer >= impl.size())
+                         return fail(Status::kInvalidArgument,
+                                     "%s: peer %d is outside the communicator's %d ranks", kFunction, peer,
+                                     impl.size());
+                       const int teamRank = team.rankOf(peer);
+                       if (teamRank < 0) return Status::kSuccess;  // not reachable: NULL
+                       return teamPointer(native, team, teamRank, offset, kFunction, outPtr);
+                     });
 }
