@@ -121,6 +121,13 @@ ncclResult_t startCommJob(ncclComm* comm, CommJob job) {
 
 namespace {
 
+// The int field of `config` at `offset` (the caller checked that `size` covers it).
+int configInt(const ncclConfig_t& config, size_t offset) {
+  int value;
+  memcpy(&value, reinterpret_cast<const char*>(&config) + offset, sizeof(value));
+  return value;
+}
+
 // Stock NCCL's tuning hints (CTA counts, cluster size, channels, ...): this library sizes each call's
 // grid by its message and rank count, so it reads none of them; NCCL_DEBUG=INFO says which were set.
 template <typename Has>
@@ -145,16 +152,11 @@ void reportUnusedSettings(const ncclConfig_t& config, Has has) {
   std::string set;
   for (const Setting& s : kIgnored) {
     if (!has(s.offset, sizeof(int))) continue;
-    int value;
-    memcpy(&value, reinterpret_cast<const char*>(&config) + s.offset, sizeof(value));
+    const int value = configInt(config, s.offset);
     if (value != NCCL_CONFIG_UNDEF_INT) set += " " + std::string(s.name) + "=" + std::to_string(value);
   }
   if (!set.empty()) MSCCLPP_INFO(kInit, "ncclConfig_t settings this library does not use:%s", set.c_str());
 }
-
-}  // namespace
-
-namespace {
 
 // The fields stock NCCL checks when a config is parsed, and the values it accepts (NCCL_CONFIG_UNDEF_INT,
 // unset, always passes): a caller gets ncclInvalidArgument for the same configs from both libraries.
@@ -183,14 +185,9 @@ ncclResult_t checkConfigValues(const ncclConfig_t& config, Has has) {
       {"maxP2pPeers", offsetof(ncclConfig_t, maxP2pPeers), 1, INT_MAX},
       {"graphStreamOrdering", offsetof(ncclConfig_t, graphStreamOrdering), 0, 1},
   };
-  auto valueAt = [&](size_t offset) {
-    int value;
-    memcpy(&value, reinterpret_cast<const char*>(&config) + offset, sizeof(value));
-    return value;
-  };
   for (const Range& range : kRanges) {
     if (!has(range.offset, sizeof(int))) continue;
-    const int value = valueAt(range.offset);
+    const int value = configInt(config, range.offset);
     if (value != NCCL_CONFIG_UNDEF_INT && (value < range.least || value > range.most))
       return toNccl(fail(Status::kInvalidArgument, "ncclConfig_t %s is %d: %d to %d (or left unset)",
                          range.name, value, range.least, range.most));
