@@ -94,7 +94,7 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
     HostLayout hosts;
     CommPath path = CommPath::kNative;
     MSCCLPP_TRY(decidePath(&hosts, &path));
-    if (path != CommPath::kNative) return connectRouted(hosts, path);
+    if (path != CommPath::kNative) return connectRouted(hosts, path, role.maxCtas);
   }
   // A layout of one host is one physical host (MSCCLPP_NCCL_HOST_ID only splits), so this is a bug.
   if (!topology_.singleHost)
@@ -180,13 +180,16 @@ Status Communicator::agreeOnLayout(CommRole role, NativeLayout* layout) {
   if (role.policy == PathPolicy::kNativeOnly)
     proposedGrid = std::min(
         proposedGrid, BlockShare::gridWithin(BlockShare::rankShare(me.smCount, role.parentRanksPerGpu) / 2));
+  // A caller's maxCTAs bounds every grid, on every rank (grids must match: the smallest proposal wins).
+  if (role.maxCtas > 0) proposedGrid = std::min(proposedGrid, role.maxCtas);
   struct Agreement {
     uint64_t slotPackets;
     uint64_t chunkSlotBytes;
     uint64_t tuning;
     uint64_t mapsBuffers;  // MSCCLPP_NCCL_ZERO_COPY: every rank must launch the same kernels
     uint64_t grid;
-    uint64_t parkedBlocksHeld;  // MSCCLPP_NCCL_EARLY_LAUNCH: zero-copy grids take those blocks too
+    uint64_t parkedBlocksHeld;  // zero-copy grids take those blocks too (not under
+                                //   MSCCLPP_NCCL_EARLY_LAUNCH=0, nor above any rank's maxCTAs)
   };
   std::vector<Agreement> agreements(nranks_);
   agreements[rank_].grid = static_cast<uint64_t>(proposedGrid);
@@ -197,9 +200,10 @@ Status Communicator::agreeOnLayout(CommRole role, NativeLayout* layout) {
   selector_.init(topology_.myGpuName, nranks_, maxRanksPerGpu, blocks_->grid());
   layout->chunkBlocks = selector_.chunkBlocks();
   agreements.assign(nranks_, Agreement{});
-  agreements[rank_] = {slotPacketsFor(nranks_),     chunkSlotBytesFor(layout->chunkBlocks, nranks_),
-                       selector_.fingerprint(),     envInt("MSCCLPP_NCCL_ZERO_COPY", 1) != 0 ? 1u : 0u,
-                       static_cast<uint64_t>(grid), BlockShare::held(grid) > grid ? 1u : 0u};
+  agreements[rank_] = {
+      slotPacketsFor(nranks_),     chunkSlotBytesFor(layout->chunkBlocks, nranks_),
+      selector_.fingerprint(),     envInt("MSCCLPP_NCCL_ZERO_COPY", 1) != 0 ? 1u : 0u,
+      static_cast<uint64_t>(grid), BlockShare::held(grid) > grid && role.maxCtas == 0 ? 1u : 0u};
   MSCCLPP_TRY(bootstrap_->allGather(agreements.data(), sizeof(Agreement)));
   layout->slotPackets = agreements[0].slotPackets;
   layout->chunkSlotBytes = agreements[0].chunkSlotBytes;
@@ -310,16 +314,16 @@ Status Communicator::bindScratch(const NativeLayout& layout) {
   return Status::kSuccess;
 }
 
-Status Communicator::connectRouted(const HostLayout& layout, CommPath path) {
+Status Communicator::connectRouted(const HostLayout& layout, CommPath path, int maxCtas) {
   std::unique_ptr<Communicator> intra;
   if (path == CommPath::kHierarchical) {
     int ranksPerGpu = 1;
     for (int r = 0; r < nranks_; ++r) ranksPerGpu = std::max(ranksPerGpu, topology_.ranksOnGpuOf(r));
-    MSCCLPP_TRY(
-        joinNewCommunicator(layout.intraMembers(rank_), &intra, {PathPolicy::kNativeOnly, ranksPerGpu}));
+    MSCCLPP_TRY(joinNewCommunicator(layout.intraMembers(rank_), &intra,
+                                    {PathPolicy::kNativeOnly, ranksPerGpu, maxCtas}));
     intra_ = intra.get();
   }
-  MSCCLPP_TRY(RoutedComm::create(*bootstrap_, topology_, layout, path, std::move(intra), &routed_));
+  MSCCLPP_TRY(RoutedComm::create(*bootstrap_, topology_, layout, path, std::move(intra), maxCtas, &routed_));
   // Routed work publishes no tickets: each call's end is the `done` event (native/stream_order.h).
   MSCCLPP_TRY(order_.init(envInt("NCCL_GRAPH_MIXING_SUPPORT", 1) != 0, nullptr));
   MSCCLPP_TRY(bootstrap_->barrier());
@@ -759,7 +763,7 @@ Status Communicator::joinNewCommunicator(const std::vector<int>& members, std::u
   return create(id, newRank, static_cast<int>(members.size()), out, &childSetups_, role);
 }
 
-Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* out) {
+Status Communicator::split(int color, int key, int maxCtas, std::unique_ptr<Communicator>* out) {
   struct Choice {
     int color;
     int key;
@@ -778,7 +782,9 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
   // New ranks follow the keys; equal keys keep the parent's order.
   std::stable_sort(members.begin(), members.end(),
                    [&](int a, int b) { return choices[a].key < choices[b].key; });
-  return joinNewCommunicator(members, out);
+  CommRole role;
+  role.maxCtas = maxCtas;
+  return joinNewCommunicator(members, out, role);
 }
 
 Status Communicator::shareGrowId(const UniqueId* mine, UniqueId* out) {
@@ -810,11 +816,14 @@ Status Communicator::shareGrowId(const UniqueId* mine, UniqueId* out) {
   return Status::kSuccess;
 }
 
-Status Communicator::shrink(const std::vector<int>& excluded, std::unique_ptr<Communicator>* out) {
+Status Communicator::shrink(const std::vector<int>& excluded, int maxCtas,
+                            std::unique_ptr<Communicator>* out) {
   std::vector<int> members;
   for (int r = 0; r < nranks_; ++r)
     if (std::find(excluded.begin(), excluded.end(), r) == excluded.end()) members.push_back(r);
-  return joinNewCommunicator(members, out);
+  CommRole role;
+  role.maxCtas = maxCtas;
+  return joinNewCommunicator(members, out, role);
 }
 
 }  // namespace mscclpp_nccl

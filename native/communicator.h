@@ -43,6 +43,7 @@ enum class PathPolicy { kDecide, kNativeOnly };
 struct CommRole {
   PathPolicy policy = PathPolicy::kDecide;
   int parentRanksPerGpu = 1;  // the most ranks of the parent on one GPU
+  int maxCtas = 0;            // ncclConfig_t maxCTAs: no kernel takes more blocks (0: unset)
 };
 
 class Communicator final : public CollectiveComm {
@@ -137,9 +138,10 @@ class Communicator final : public CollectiveComm {
   bool revokedWorkEnded() const { return order_.issuedWorkEnded(); }
 
   // ncclCommSplit: collective over this communicator. Ranks with `color` == kSplitNoColor get null.
-  Status split(int color, int key, std::unique_ptr<Communicator>* out);
+  // `maxCtas`: the child's ncclConfig_t maxCTAs (0: unset).
+  Status split(int color, int key, int maxCtas, std::unique_ptr<Communicator>* out);
   // ncclCommShrink: collective over the ranks not in `excluded`, which need not take part.
-  Status shrink(const std::vector<int>& excluded, std::unique_ptr<Communicator>* out);
+  Status shrink(const std::vector<int>& excluded, int maxCtas, std::unique_ptr<Communicator>* out);
   // ncclCommGrow's id, collective over this communicator: the root passes the id of its
   // ncclCommGetUniqueId, the others null (or the same id); every rank gets it in *out.
   Status shareGrowId(const UniqueId* mine, UniqueId* out);
@@ -187,7 +189,7 @@ class Communicator final : public CollectiveComm {
   void releaseScratch();
   // The rest of connect() for a communicator that is not native (native/fallback/DESIGN.md): its
   // intra-host communicator and stock ones (native/routed_communicator.h) instead of our transport.
-  Status connectRouted(const HostLayout& layout, CommPath path);
+  Status connectRouted(const HostLayout& layout, CommPath path, int maxCtas);
   Status joinNewCommunicator(const std::vector<int>& members, std::unique_ptr<Communicator>* out,
                              CommRole role = {});
   // Gives the call about to be launched its number on this communicator, which its kernels' stall

@@ -73,8 +73,9 @@ bool intraStepOp(const ReduceOp& op, DataType type, int nranks, ReduceOp* out) {
 }
 
 // Options of every stock communicator of a job: the same on every rank (from the exchanged table), but
-// for the host identity, which is the rank's own.
-StockCommOptions stockOptions(const Topology& topology, int rank) {
+// for the host identity, which is the rank's own, and the caller's `maxCtas` (stock agrees on its
+// channels itself).
+StockCommOptions stockOptions(const Topology& topology, int rank, int maxCtas) {
   StockCommOptions options;
   // Fake hosts (MSCCLPP_NCCL_HOST_ID) are hosts to stock too: otherwise stock would join them through
   // shared memory, and neither the all-stock path nor the rails would cross a network as on real hosts.
@@ -90,6 +91,7 @@ StockCommOptions stockOptions(const Topology& topology, int rank) {
     const int blocks = std::max(1, std::min(topology.ranks[r].smCount / sharing / 2, 32 / sharing));
     cap = cap == 0 ? blocks : std::min(cap, blocks);
   }
+  if (maxCtas > 0) cap = cap == 0 ? maxCtas : std::min(cap, maxCtas);
   options.maxCtas = cap;
   return options;
 }
@@ -117,7 +119,7 @@ size_t hierarchyMinBytes() {
 }  // namespace
 
 Status RoutedComm::create(Bootstrap& bootstrap, const Topology& topology, const HostLayout& layout,
-                          CommPath path, std::unique_ptr<CollectiveComm> intra,
+                          CommPath path, std::unique_ptr<CollectiveComm> intra, int maxCtas,
                           std::unique_ptr<RoutedComm>* out) {
   if (path != CommPath::kHierarchical && path != CommPath::kAllStock)
     return fail(Status::kInternalError, "no routed communicator for the %s path", commPathName(path));
@@ -132,7 +134,7 @@ Status RoutedComm::create(Bootstrap& bootstrap, const Topology& topology, const 
   comm->layout_ = layout;
   comm->contiguous_ = hostsContiguous(layout);
   comm->intra_ = std::move(intra);
-  const StockCommOptions options = stockOptions(topology, comm->rank_);
+  const StockCommOptions options = stockOptions(topology, comm->rank_, maxCtas);
   // The same order on every rank: the rails (each rank is in exactly one), then the world.
   if (path == CommPath::kHierarchical)
     MSCCLPP_TRY(StockComm::create(*stock, bootstrap, layout.railMembers(comm->rank_), kRailIdTag, options,

@@ -25,9 +25,10 @@ namespace mscclpp_nccl {
 class RoutedComm {
  public:
   // Collective over every rank of `bootstrap`. `intra` is this rank's intra-host communicator for
-  // kHierarchical (already created by the caller), null for kAllStock.
+  // kHierarchical (already created by the caller), null for kAllStock. `maxCtas`: the caller's
+  // ncclConfig_t maxCTAs (0: unset), which stock's communicators keep too.
   static Status create(Bootstrap& bootstrap, const Topology& topology, const HostLayout& layout,
-                       CommPath path, std::unique_ptr<CollectiveComm> intra,
+                       CommPath path, std::unique_ptr<CollectiveComm> intra, int maxCtas,
                        std::unique_ptr<RoutedComm>* out);
   ~RoutedComm();
   RoutedComm(const RoutedComm&) = delete;

@@ -68,7 +68,9 @@ ncclResult_t newChildHandle(ncclComm_t parent, ncclConfig_t* config, ncclComm** 
   CommConfig parsed;
   NCCL_TRY(readCommConfig(config, &parsed));
   ncclComm* child = new ncclComm();
-  child->blocking = config ? parsed.blocking : parent->blocking;  // NCCL: children inherit by default
+  // NCCL: children inherit the parent's settings when given no config.
+  child->blocking = config ? parsed.blocking : parent->blocking;
+  child->maxCtas = config ? parsed.maxCtas : parent->maxCtas;
   child->device = parent->device;
   *out = child;
   return ncclSuccess;
@@ -207,7 +209,7 @@ NCCL_GROUP_API(ncclResult_t, ncclCommSplit,
   return startCommJob(child, [comm, child, color, key, running](std::unique_ptr<Communicator>* impl) {
     (void)running;  // held, with every copy of this job, until the child is made
     return withImpl(comm, "ncclCommSplit: parent was destroyed", [&](Communicator& parent) {
-      MSCCLPP_TRY(parent.split(color, key, impl));
+      MSCCLPP_TRY(parent.split(color, key, child->maxCtas, impl));
       if (*impl) {
         child->rank = (*impl)->rank();
         child->nranks = (*impl)->size();
@@ -249,7 +251,7 @@ NCCL_GROUP_API(ncclResult_t, ncclCommShrink,
         (void)running;  // held, with every copy of this job, until the child is made
         return withImpl(comm, "ncclCommShrink: parent was destroyed", [&](Communicator& parent) {
           if (shrinkFlags == NCCL_SHRINK_ABORT) parent.abortOutstandingWork();
-          MSCCLPP_TRY(parent.shrink(excluded, impl));
+          MSCCLPP_TRY(parent.shrink(excluded, child->maxCtas, impl));
           child->rank = (*impl)->rank();
           child->nranks = (*impl)->size();
           return Status::kSuccess;

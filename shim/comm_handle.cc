@@ -128,8 +128,9 @@ int configInt(const ncclConfig_t& config, size_t offset) {
   return value;
 }
 
-// Stock NCCL's tuning hints (CTA counts, cluster size, channels, ...): this library sizes each call's
-// grid by its message and rank count, so it reads none of them; NCCL_DEBUG=INFO says which were set.
+// Stock NCCL's tuning hints (cluster size, a least CTA count, channels, ...): this library sizes each
+// call's grid by its message and rank count, so it reads none of them but maxCTAs, a bound it keeps;
+// NCCL_DEBUG=INFO says which were set.
 template <typename Has>
 void reportUnusedSettings(const ncclConfig_t& config, Has has) {
   if (!mscclpp_nccl::logInfoEnabled(mscclpp_nccl::LogSubsys::kInit)) return;
@@ -140,7 +141,6 @@ void reportUnusedSettings(const ncclConfig_t& config, Has has) {
   static constexpr Setting kIgnored[] = {
       {"cgaClusterSize", offsetof(ncclConfig_t, cgaClusterSize)},
       {"minCTAs", offsetof(ncclConfig_t, minCTAs)},
-      {"maxCTAs", offsetof(ncclConfig_t, maxCTAs)},
       {"splitShare", offsetof(ncclConfig_t, splitShare)},
       {"trafficClass", offsetof(ncclConfig_t, trafficClass)},
       {"collnetEnable", offsetof(ncclConfig_t, collnetEnable)},
@@ -221,6 +221,8 @@ ncclResult_t readCommConfig(const ncclConfig_t* config, CommConfig* out) {
     out->blocking = config->blocking != 0;
   }
   NCCL_TRY(checkConfigValues(*config, has));
+  if (has(offsetof(ncclConfig_t, maxCTAs), sizeof(int)) && config->maxCTAs != NCCL_CONFIG_UNDEF_INT)
+    out->maxCtas = config->maxCTAs;  // at least 1: checkConfigValues refused the rest
   reportUnusedSettings(*config, has);
   return ncclSuccess;
 }

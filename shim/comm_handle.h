@@ -44,6 +44,7 @@ struct ncclComm {
   std::atomic<ncclResult_t> initResult{ncclInProgress};
   std::string initError;  // ncclGetLastError text of a failed initialisation
   bool blocking = true;
+  int maxCtas = 0;  // ncclConfig_t maxCTAs (0: unset); split and shrink children inherit it
   // The handle of an NCCL_SPLIT_NOCOLOR rank: the caller never sees it, so it is retired as soon as its
   // initialisation ends (or is cancelled).
   bool hidden = false;
@@ -119,6 +120,7 @@ ncclResult_t startCommJob(ncclComm* comm, CommJob job);
 // Parsed ncclConfig_t, read by its `size` so that older and newer callers both work.
 struct CommConfig {
   bool blocking = true;
+  int maxCtas = 0;  // maxCTAs: no kernel of the communicator takes more blocks (0: unset)
 };
 ncclResult_t readCommConfig(const ncclConfig_t* config, CommConfig* out);
 

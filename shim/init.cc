@@ -11,6 +11,7 @@
 #include "shim/comm_handle.h"
 #include "shim/group.h"
 
+using mscclpp_nccl::CommRole;
 using mscclpp_nccl::Communicator;
 using mscclpp_nccl::fail;
 using mscclpp_nccl::Status;
@@ -46,26 +47,34 @@ ncclResult_t initRank(ncclComm_t* out, int nranks, const UniqueId* id, int rank,
     return toNccl(fail(Status::kInvalidArgument, "%s: rank %d is not in [0, %d)", function, rank, nranks));
   CommConfig parsed;
   NCCL_TRY(readCommConfig(config, &parsed));
-  if (parent != nullptr && config == nullptr) parsed.blocking = parent->blocking;  // as split's children
+  if (parent != nullptr && config == nullptr) {  // as split's children
+    parsed.blocking = parent->blocking;
+    parsed.maxCtas = parent->maxCtas;
+  }
   int device = 0;
   NCCL_TRY(currentDevice(&device, function));
 
   ncclComm* comm = new ncclComm();
   comm->blocking = parsed.blocking;
+  comm->maxCtas = parsed.maxCtas;
   comm->device = device;
   comm->rank = rank;
   comm->nranks = nranks;
   *out = comm;
   const std::optional<UniqueId> given = id ? std::optional<UniqueId>(*id) : std::nullopt;
   const auto grown = parent ? std::make_shared<CommUse>(parent) : nullptr;  // outlives the job's use
-  return startCommJob(comm, [given, parent, grown, rank, nranks](std::unique_ptr<Communicator>* impl) {
-    UniqueId meet = given.value_or(UniqueId{});
-    if (parent != nullptr)
-      MSCCLPP_TRY(withImpl(parent, "ncclCommGrow: comm was destroyed", [&](Communicator& from) {
-        return from.shareGrowId(given ? &*given : nullptr, &meet);
-      }));
-    return Communicator::create(meet, rank, nranks, impl);
-  });
+  const int maxCtas = parsed.maxCtas;
+  return startCommJob(
+      comm, [given, parent, grown, rank, nranks, maxCtas](std::unique_ptr<Communicator>* impl) {
+        UniqueId meet = given.value_or(UniqueId{});
+        if (parent != nullptr)
+          MSCCLPP_TRY(withImpl(parent, "ncclCommGrow: comm was destroyed", [&](Communicator& from) {
+            return from.shareGrowId(given ? &*given : nullptr, &meet);
+          }));
+        CommRole role;
+        role.maxCtas = maxCtas;
+        return Communicator::create(meet, rank, nranks, impl, nullptr, role);
+      });
 }
 
 }  // namespace

@@ -18,6 +18,17 @@ def test_collective_scenarios(nranks: int) -> None:
     assert_all_passed(run_ranks(nranks, WORKER, *SCENARIOS), SCENARIOS, nranks)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("nranks", [2, 4])
+def test_max_ctas_bounds_every_grid(nranks: int) -> None:
+    """ncclConfig_t maxCTAs, given to a split and inherited by its own split: every collective still
+    matches NumPy, and both communicators of every rank report grids of one block."""
+    env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT"}
+    output = run_ranks(nranks, WORKER, "max_ctas", env=env)
+    assert_all_passed(output, ["max_ctas"], nranks)
+    assert output.count("grids up to 1 blocks") == 2 * nranks, output[-3000:]
+
+
 # An algorithm forced for every collective it serves, at every size (see test_allreduce_gpu).
 FORCED = {
     "chunked": ("exchange_chunked", [2, 4, 8]),

@@ -352,6 +352,38 @@ def scenario_threads(r: Rank) -> None:
     print("PASS threads: three threads, three communicators, at once")
 
 
+def scenario_max_ctas(r: Rank) -> None:
+    """ncclConfig_t maxCTAs bounds every grid: a split child capped at one block, and the child's own
+    split without a config, which inherits the cap, run every collective at sizes that go through
+    packets, chunks and mapped buffers, checked against NumPy. (With NCCL_DEBUG=INFO each prints its
+    grid; the test reads it.)"""
+    n, me = r.size, r.rank
+    capped = r.comm.split(0, me, config={"maxCTAs": 1})
+    inherited = capped.split(0, me)
+    for comm in (capped, inherited):
+        for total in (4099, 1 << 18, 4 << 20):  # float32 elements: 16 KB, 1 MB, 16 MB in all
+            for name in (*COPYING, *REDUCING, "all_reduce"):
+                per_rank = name in ("all_gather", "alltoall", "gather", "reduce_scatter", "scatter")
+                count = total // n if per_rank else total
+                inputs = [pattern(input_count(name, count, n), k).astype(np.float32) for k in range(n)]
+                if name == "all_reduce":
+                    expected = ref.reduce("float32", "sum", inputs)[0]
+                else:
+                    expected, _ = expected_output(name, "float32", "sum", inputs, count, me, root=n - 1)
+                send = cp.asarray(inputs[me])
+                recv = cp.full(output_count(name, count, n), 0x5A, dtype=cp.float32)
+                if name == "all_reduce":
+                    r.all_reduce_raw(send, recv, count, "float32", 0, comm=comm)
+                else:
+                    call(r, name, send, recv, count, "float32", root=n - 1, comm=comm.handle)
+                r.stream.synchronize()
+                if expected is not None:
+                    got = recv.get()
+                    assert np.array_equal(got, expected.astype(np.float32)), f"max_ctas {name} {total} wrong"
+        comm.destroy()
+    print("PASS max_ctas: every collective on a comm capped at one CTA and on its split, 16 KB-16 MB")
+
+
 SCENARIOS = {
     "matrix": scenario_matrix,
     "large": scenario_large,
@@ -359,6 +391,7 @@ SCENARIOS = {
     "p2p": scenario_p2p,
     "groups": scenario_groups,
     "threads": scenario_threads,
+    "max_ctas": scenario_max_ctas,
 }
 
 
