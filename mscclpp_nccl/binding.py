@@ -124,17 +124,29 @@ def unique_id_from_hex(text: str) -> Any:
 def new_config(**fields: Any) -> Any:
     """An ncclConfig_t* set up like NCCL_CONFIG_INITIALIZER, with the given fields set.
 
-    String fields (netName, commName) are kept alive on the returned object's `_keep` list by cffi.
+    String fields (netName, commName) are kept alive with the returned object.
     """
-    cfg = ffi.new("ncclConfig_t*")
-    cfg.size = ffi.sizeof("ncclConfig_t")
+    return _initialized("ncclConfig_t", {}, fields)
+
+
+def new_coll_config(**fields: Any) -> Any:
+    """An ncclCollConfig_t* set up like NCCL_COLLCONFIG_INITIALIZER, with the given fields set (a string
+    algSelection is kept alive with the returned object)."""
+    return _initialized("ncclCollConfig_t", {"forceAlgSelection": 1, "userProfilerTag": 0}, fields)
+
+
+def _initialized(struct: str, defaults: dict[str, int], fields: dict[str, Any]) -> Any:
+    """A `struct`* with the versioned header, every int field unset (CONFIG_UNDEF_INT) but `defaults`,
+    and `fields` set."""
+    cfg = ffi.new(f"{struct}*")
+    cfg.size = ffi.sizeof(struct)
     cfg.magic = CONFIG_MAGIC
     cfg.version = CONFIG_VERSION
-    for fname, ftype in ffi.typeof("ncclConfig_t").fields:
+    for fname, ftype in ffi.typeof(struct).fields:
         if fname in ("size", "magic", "version"):
             continue
         if ftype.type.kind == "primitive":
-            setattr(cfg, fname, CONFIG_UNDEF_INT)
+            setattr(cfg, fname, defaults.get(fname, CONFIG_UNDEF_INT))
     keep = []
     for key, value in fields.items():
         if isinstance(value, str):

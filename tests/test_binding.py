@@ -127,3 +127,14 @@ def test_config_layout() -> None:
     assert cfg.maxCTAs == binding.CONFIG_UNDEF_INT
     assert cfg.netName == ffi.NULL
     assert ffi.string(cfg.commName) == b"x"
+
+
+def test_coll_config_is_initialized_as_the_header_does() -> None:
+    # NCCL_COLLCONFIG_INITIALIZER of the 2.32 header: ints unset, selection forced, tag 0, pointers NULL.
+    assert ffi.sizeof("ncclCollConfig_t") == 72
+    cfg = binding.new_coll_config(algSelection="ring")
+    assert cfg.size == 72 and cfg.magic == 0xCAFEBEEF and cfg.version == 23203
+    assert cfg.minCTAs == cfg.maxCTAs == cfg.CTAPolicy == binding.CONFIG_UNDEF_INT
+    assert cfg.forceAlgSelection == 1 and cfg.userProfilerTag == 0
+    assert cfg.ext == ffi.NULL and cfg.launchCompletionEvent == ffi.NULL
+    assert ffi.string(cfg.algSelection) == b"ring"
