@@ -38,5 +38,8 @@ ncclResult_t checkCollective(ncclComm* comm, ncclDataType_t type, size_t count, 
                              const void* recv, const char* function);
 // Count of elements that the widest buffer of a collective holds (count * nranks must not overflow).
 ncclResult_t checkScaledCount(ncclComm* comm, ncclDataType_t type, size_t count, const char* function);
-// ncclCollConfig_t tunes resources only; it is checked for a valid header and otherwise ignored.
-ncclResult_t checkCollConfig(const ncclCollConfig_t* config, const char* function);
+// A collective's ncclCollConfig_t, before the call's work is queued on `stream`: a valid header; a forced
+// algorithm selection refused (it names stock's algorithms); the launch-completion event recorded. Its
+// resource hints (CTA counts, cluster size, CTA policy) and profiler tag are not used.
+ncclResult_t applyCollConfig(const ncclCollConfig_t* config, ncclComm* comm, cudaStream_t stream,
+                             const char* function);

@@ -50,7 +50,7 @@ NCCL_CALL_API(ncclResult_t, ncclAllReduceConfig,
               (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
               sendbuff, recvbuff, count, datatype, op, comm, stream, config) {
-  NCCL_TRY(checkCollConfig(config, "ncclAllReduceConfig"));
+  NCCL_TRY(applyCollConfig(config, comm, stream, "ncclAllReduceConfig"));
   return allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream, "ncclAllReduceConfig");
 }
 
@@ -151,7 +151,7 @@ NCCL_CALL_API(ncclResult_t, ncclAllGatherConfig,
               (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
               sendbuff, recvbuff, sendcount, datatype, comm, stream, config) {
-  NCCL_TRY(checkCollConfig(config, "ncclAllGatherConfig"));
+  NCCL_TRY(applyCollConfig(config, comm, stream, "ncclAllGatherConfig"));
   return allGather(sendbuff, recvbuff, sendcount, datatype, comm, stream, "ncclAllGatherConfig");
 }
 
@@ -166,7 +166,7 @@ NCCL_CALL_API(ncclResult_t, ncclReduceScatterConfig,
               (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
               sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config) {
-  NCCL_TRY(checkCollConfig(config, "ncclReduceScatterConfig"));
+  NCCL_TRY(applyCollConfig(config, comm, stream, "ncclReduceScatterConfig"));
   return reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, "ncclReduceScatterConfig");
 }
 
@@ -181,7 +181,7 @@ NCCL_CALL_API(ncclResult_t, ncclAlltoAllConfig,
               (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
                cudaStream_t stream, const ncclCollConfig_t* config),
               sendbuff, recvbuff, count, datatype, comm, stream, config) {
-  NCCL_TRY(checkCollConfig(config, "ncclAlltoAllConfig"));
+  NCCL_TRY(applyCollConfig(config, comm, stream, "ncclAlltoAllConfig"));
   return alltoAll(sendbuff, recvbuff, count, datatype, comm, stream, "ncclAlltoAllConfig");
 }
 
@@ -196,7 +196,7 @@ NCCL_CALL_API(ncclResult_t, ncclBroadcastConfig,
               (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
               sendbuff, recvbuff, count, datatype, root, comm, stream, config) {
-  NCCL_TRY(checkCollConfig(config, "ncclBroadcastConfig"));
+  NCCL_TRY(applyCollConfig(config, comm, stream, "ncclBroadcastConfig"));
   return broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclBroadcastConfig");
 }
 
@@ -218,7 +218,7 @@ NCCL_CALL_API(ncclResult_t, ncclReduceConfig,
               (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
               sendbuff, recvbuff, count, datatype, op, root, comm, stream, config) {
-  NCCL_TRY(checkCollConfig(config, "ncclReduceConfig"));
+  NCCL_TRY(applyCollConfig(config, comm, stream, "ncclReduceConfig"));
   return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream, "ncclReduceConfig");
 }
 
@@ -233,7 +233,7 @@ NCCL_CALL_API(ncclResult_t, ncclGatherConfig,
               (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
               sendbuff, recvbuff, count, datatype, root, comm, stream, config) {
-  NCCL_TRY(checkCollConfig(config, "ncclGatherConfig"));
+  NCCL_TRY(applyCollConfig(config, comm, stream, "ncclGatherConfig"));
   return gather(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclGatherConfig");
 }
 
@@ -248,6 +248,6 @@ NCCL_CALL_API(ncclResult_t, ncclScatterConfig,
               (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
               sendbuff, recvbuff, count, datatype, root, comm, stream, config) {
-  NCCL_TRY(checkCollConfig(config, "ncclScatterConfig"));
+  NCCL_TRY(applyCollConfig(config, comm, stream, "ncclScatterConfig"));
   return scatter(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclScatterConfig");
 }

@@ -14,6 +14,8 @@ from typing import Any
 import cffi
 import pytest
 
+from mscclpp_nccl import binding
+
 INVALID_ARGUMENT, INVALID_USAGE = 4, 5
 
 # Every pointer is void* here: these tests pass NULLs and fakes on purpose.
@@ -491,3 +493,54 @@ def test_config_hints_this_library_does_not_use_are_named(nccl_lib: Path) -> Non
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
     unused = [line for line in proc.stderr.splitlines() if "settings this library does not use" in line]
     assert len(unused) == 1 and unused[0].endswith(": cgaClusterSize=4"), proc.stderr
+
+
+def coll_config(**fields: Any) -> tuple[Any, Any]:
+    """binding.new_coll_config(**fields) as this module's void*, with what keeps it alive."""
+    cfg = binding.new_coll_config(**fields)
+    return ffi.cast("void*", int(binding.ffi.cast("uintptr_t", cfg))), cfg
+
+
+def test_a_forced_algorithm_selection_is_refused(lib: Any) -> None:
+    """algSelection names stock NCCL's algorithms: forced (the default) it cannot be satisfied here and
+    is refused, as stock refuses a selection it cannot satisfy; unforced it is a preference, and the call
+    goes on (here to the missing communicator's error). An empty one selects nothing."""
+    buf = ffi.new("char[64]")
+    p = ffi.cast("void*", buf)
+    forced, keep = coll_config(algSelection="nvls")
+    expect(
+        lib,
+        lambda: lib.ncclAllReduceConfig(p, p, 4, 7, 0, NULL, NULL, forced),
+        INVALID_USAGE,
+        "ncclAllReduceConfig",
+        "algSelection",
+        "nvls",
+    )
+    expect(lib, lambda: lib.ncclScatterConfig(p, p, 4, 7, 0, NULL, NULL, forced), INVALID_USAGE, "nvls")
+    preferred, keep2 = coll_config(algSelection="nvls", forceAlgSelection=0)
+    expect(
+        lib,
+        lambda: lib.ncclAllReduceConfig(p, p, 4, 7, 0, NULL, NULL, preferred),
+        INVALID_ARGUMENT,
+        "comm is NULL",
+    )
+    empty, keep3 = coll_config(algSelection="")
+    expect(
+        lib, lambda: lib.ncclAllGatherConfig(p, p, 4, 7, NULL, NULL, empty), INVALID_ARGUMENT, "comm is NULL"
+    )
+    del keep, keep2, keep3
+
+
+def test_a_launch_event_is_not_recorded_for_a_call_that_cannot_run(lib: Any) -> None:
+    """The launch-completion event is recorded only once the communicator and stream are known good:
+    a bogus event with a missing communicator gives the communicator's error, touching no CUDA."""
+    buf = ffi.new("char[64]")
+    p = ffi.cast("void*", buf)
+    config, keep = coll_config(launchCompletionEvent=binding.ffi.cast("void*", 0x1234))
+    expect(
+        lib,
+        lambda: lib.ncclReduceConfig(p, p, 4, 7, 0, 0, NULL, NULL, config),
+        INVALID_ARGUMENT,
+        "comm is NULL",
+    )
+    del keep

@@ -29,6 +29,11 @@ def test_max_ctas_bounds_every_grid(nranks: int) -> None:
     assert output.count("grids up to 1 blocks") == 2 * nranks, output[-3000:]
 
 
+@pytest.mark.gpu
+def test_coll_config_launch_event_and_selection() -> None:
+    assert_all_passed(run_ranks(2, WORKER, "coll_config"), ["coll_config"], 2)
+
+
 # An algorithm forced for every collective it serves, at every size (see test_allreduce_gpu).
 FORCED = {
     "chunked": ("exchange_chunked", [2, 4, 8]),

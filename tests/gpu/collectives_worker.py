@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import reference as ref
 from allreduce_worker import Rank, from_device, pattern, run_scenarios, to_device
 
-from mscclpp_nccl.binding import dtype_code, ffi
+from mscclpp_nccl.binding import dtype_code, ffi, new_coll_config
 
 SEED = 7
 COUNTS = [0, 1, 7, 1023, 70001]
@@ -384,6 +384,49 @@ def scenario_max_ctas(r: Rank) -> None:
     print("PASS max_ctas: every collective on a comm capped at one CTA and on its split, 16 KB-16 MB")
 
 
+def scenario_coll_config(r: Rank) -> None:
+    """ncclAllReduceConfig with a launch-completion event, eager and replayed from a CUDA graph: the
+    result matches NumPy and the event was recorded (a never-recorded event has no elapsed time), in
+    the graph at each replay; a forced algSelection is refused without running anything."""
+    n, count = r.size, 4099
+    lib = r.nccl.lib
+    inputs = [pattern(count, k).astype(np.float32) for k in range(n)]
+    expected = ref.reduce("float32", "sum", inputs)[0].astype(np.float32)
+    send = cp.asarray(inputs[r.rank])
+    recv = cp.zeros(count, dtype=cp.float32)
+    launched = cp.cuda.Event()  # timing on: elapsed time exists only once it was recorded
+    config = new_coll_config(launchCompletionEvent=ffi.cast("void*", launched.ptr))
+    stream = ffi.cast("void*", r.stream.ptr)
+
+    def all_reduce() -> int:
+        return lib.ncclAllReduceConfig(ptr(send), ptr(recv), count, 7, 0, r.comm.handle, stream, config)
+
+    before = cp.cuda.Event()
+    before.record(r.stream)
+    r.nccl.check(all_reduce(), r.comm.handle)
+    r.stream.synchronize()
+    cp.cuda.get_elapsed_time(before, launched)  # raises unless the call recorded it
+    assert np.array_equal(recv.get(), expected), "coll_config eager all-reduce wrong"
+
+    launched = cp.cuda.Event()
+    config.launchCompletionEvent = ffi.cast("void*", launched.ptr)
+    recv.fill(0)
+    r.stream.begin_capture()
+    r.nccl.check(all_reduce(), r.comm.handle)
+    graph = r.stream.end_capture()
+    before.record(r.stream)
+    r.stream.synchronize()
+    graph.launch(r.stream)
+    r.stream.synchronize()
+    cp.cuda.get_elapsed_time(before, launched)  # recorded by the replay, not at capture
+    assert np.array_equal(recv.get(), expected), "coll_config graph all-reduce wrong"
+
+    selection = ffi.new("char[]", b"ring")
+    config.algSelection = selection
+    assert all_reduce() == 5 and "algSelection" in r.nccl.last_error(), r.nccl.last_error()
+    print("PASS coll_config: launch-completion event recorded eager and in graphs, forced selection refused")
+
+
 SCENARIOS = {
     "matrix": scenario_matrix,
     "large": scenario_large,
@@ -392,6 +435,7 @@ SCENARIOS = {
     "groups": scenario_groups,
     "threads": scenario_threads,
     "max_ctas": scenario_max_ctas,
+    "coll_config": scenario_coll_config,
 }
 
 
