@@ -128,7 +128,7 @@ int configInt(const ncclConfig_t& config, size_t offset) {
   return value;
 }
 
-// Stock NCCL's tuning hints (cluster size, a least CTA count, channels, ...): this library sizes each
+// Stock NCCL's tuning hints (cluster size, a minimum CTA count, channels, ...): this library sizes each
 // call's grid by its message and rank count, so it reads none of them but maxCTAs, a bound it keeps;
 // NCCL_DEBUG=INFO says which were set.
 template <typename Has>
