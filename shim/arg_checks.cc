@@ -102,8 +102,8 @@ ncclResult_t checkScaledCount(ncclComm* comm, ncclDataType_t type, size_t count,
   return checkTypeAndCount(type, count * comm->nranks, function);
 }
 
-ncclResult_t applyCollConfig(const ncclCollConfig_t* config, ncclComm* comm, cudaStream_t stream,
-                             const char* function) {
+ncclResult_t checkCollConfig(const ncclCollConfig_t* config, const char* function, cudaEvent_t* launchEvent) {
+  *launchEvent = nullptr;
   if (config == nullptr) return ncclSuccess;
   if (config->magic != NCCL_API_MAGIC)
     return toNccl(fail(Status::kInvalidArgument,
@@ -123,27 +123,22 @@ ncclResult_t applyCollConfig(const ncclCollConfig_t* config, ncclComm* comm, cud
              "%s: ncclCollConfig_t forces algSelection \"%s\", which names stock NCCL's algorithms: "
              "this library runs its own (MSCCLPP_NCCL_ALGO forces one of them)",
              function, config->algSelection));
-  // The launch-completion event, recorded before the call's work is queued: what stock does where CUDA
-  // cannot signal a launch's completion (before 12.3). Recording it after the work would make a waiter
-  // wait for the collective to end, which can deadlock ranks that order another communicator's call
-  // after the event. In a capture the graph records it at each launch, as the caller expects.
-  if (has(offsetof(ncclCollConfig_t, launchCompletionEvent), sizeof(cudaEvent_t)) &&
-      config->launchCompletionEvent != nullptr) {
-    NCCL_TRY(checkReadyComm(comm, function));  // the stream is only touched for a call that can run
-    NCCL_TRY(checkStream(comm, stream, function));
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    cudaError_t err = cudaStreamIsCapturing(stream, &capture);
-    if (err == cudaSuccess)
-      err = cudaEventRecordWithFlags(
-          config->launchCompletionEvent, stream,
-          capture == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault);
-    if (err != cudaSuccess) {
-      cudaGetLastError();  // not sticky: the caller's event or stream was unusable
-      return toNccl(fail(Status::kCudaError, "%s: recording ncclCollConfig_t launchCompletionEvent: %s",
-                         function, cudaGetErrorString(err)));
-    }
-  }
+  if (has(offsetof(ncclCollConfig_t, launchCompletionEvent), sizeof(cudaEvent_t)))
+    *launchEvent = config->launchCompletionEvent;
   return ncclSuccess;
+}
+
+ncclResult_t recordLaunchEvent(cudaEvent_t event, cudaStream_t stream, const char* function) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  cudaError_t err = cudaStreamIsCapturing(stream, &capture);
+  if (err == cudaSuccess)
+    err = cudaEventRecordWithFlags(
+        event, stream,
+        capture == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault);
+  if (err == cudaSuccess) return ncclSuccess;
+  cudaGetLastError();  // not sticky: the caller's event was unusable
+  return toNccl(fail(Status::kCudaError, "%s: recording ncclCollConfig_t launchCompletionEvent: %s", function,
+                     cudaGetErrorString(err)));
 }
 
 ncclResult_t checkStream(ncclComm* comm, cudaStream_t stream, const char* function) {

@@ -14,9 +14,10 @@ using mscclpp_nccl::Status;
 namespace {
 
 ncclResult_t runExchange(ncclComm* comm, const mscclpp_nccl::ExchangeArgs& args, cudaStream_t stream,
-                         const char* function) {
-  return enqueue(comm, stream, function,
-                 [args](Communicator& impl, cudaStream_t launch) { return impl.exchange(args, launch); });
+                         const char* function, cudaEvent_t launchEvent) {
+  return enqueue(
+      comm, stream, function,
+      [args](Communicator& impl, cudaStream_t launch) { return impl.exchange(args, launch); }, launchEvent);
 }
 
 DataType native(ncclDataType_t type) { return static_cast<DataType>(type); }
@@ -27,14 +28,16 @@ const void* sentinel() {
 }
 
 ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const char* function) {
+                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const char* function,
+                       cudaEvent_t launchEvent = nullptr) {
   const ApiRange range(function, callPayload(comm, count, datatype, op, -1));
   NCCL_TRY(checkCollective(comm, datatype, count, sendbuff, recvbuff, function));
   ReduceOp reduceOp;
   NCCL_TRY(resolveReduceOp(comm, op, datatype, function, &reduceOp));
   AllReduceArgs args{sendbuff, recvbuff, count, static_cast<DataType>(datatype), reduceOp};
-  return enqueue(comm, stream, function,
-                 [args](Communicator& impl, cudaStream_t launch) { return impl.allReduce(args, launch); });
+  return enqueue(
+      comm, stream, function,
+      [args](Communicator& impl, cudaStream_t launch) { return impl.allReduce(args, launch); }, launchEvent);
 }
 
 }  // namespace
@@ -50,23 +53,26 @@ NCCL_CALL_API(ncclResult_t, ncclAllReduceConfig,
               (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
               sendbuff, recvbuff, count, datatype, op, comm, stream, config) {
-  NCCL_TRY(applyCollConfig(config, comm, stream, "ncclAllReduceConfig"));
-  return allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream, "ncclAllReduceConfig");
+  cudaEvent_t launchEvent = nullptr;
+  NCCL_TRY(checkCollConfig(config, "ncclAllReduceConfig", &launchEvent));
+  return allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream, "ncclAllReduceConfig", launchEvent);
 }
 
 namespace {
 
 ncclResult_t allGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
-                       ncclComm_t comm, cudaStream_t stream, const char* function) {
+                       ncclComm_t comm, cudaStream_t stream, const char* function,
+                       cudaEvent_t launchEvent = nullptr) {
   const ApiRange range(function, callPayload(comm, sendcount, datatype, -1, -1));
   NCCL_TRY(checkCollective(comm, datatype, sendcount, sendbuff, recvbuff, function));
   NCCL_TRY(checkScaledCount(comm, datatype, sendcount, function));
   return runExchange(comm, mscclpp_nccl::planAllGather(sendbuff, recvbuff, sendcount, native(datatype)),
-                     stream, function);
+                     stream, function, launchEvent);
 }
 
 ncclResult_t reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
-                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const char* function) {
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const char* function,
+                           cudaEvent_t launchEvent = nullptr) {
   const ApiRange range(function, callPayload(comm, recvcount, datatype, op, -1));
   NCCL_TRY(checkCollective(comm, datatype, recvcount, sendbuff, recvbuff, function));
   NCCL_TRY(checkScaledCount(comm, datatype, recvcount, function));
@@ -74,20 +80,22 @@ ncclResult_t reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcoun
   NCCL_TRY(resolveReduceOp(comm, op, datatype, function, &reduceOp));
   return runExchange(
       comm, mscclpp_nccl::planReduceScatter(sendbuff, recvbuff, recvcount, native(datatype), reduceOp),
-      stream, function);
+      stream, function, launchEvent);
 }
 
 ncclResult_t alltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                      ncclComm_t comm, cudaStream_t stream, const char* function) {
+                      ncclComm_t comm, cudaStream_t stream, const char* function,
+                      cudaEvent_t launchEvent = nullptr) {
   const ApiRange range(function, callPayload(comm, count, datatype, -1, -1));
   NCCL_TRY(checkCollective(comm, datatype, count, sendbuff, recvbuff, function));
   NCCL_TRY(checkScaledCount(comm, datatype, count, function));
   return runExchange(comm, mscclpp_nccl::planAlltoAll(sendbuff, recvbuff, count, native(datatype)), stream,
-                     function);
+                     function, launchEvent);
 }
 
 ncclResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
-                       ncclComm_t comm, cudaStream_t stream, const char* function) {
+                       ncclComm_t comm, cudaStream_t stream, const char* function,
+                       cudaEvent_t launchEvent = nullptr) {
   const ApiRange range(function, callPayload(comm, count, datatype, -1, root));
   NCCL_TRY(checkReadyComm(comm, function));
   NCCL_TRY(checkRoot(comm, root, function));
@@ -95,11 +103,12 @@ ncclResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count, ncclD
   NCCL_TRY(checkData(datatype, count, isRoot ? sendbuff : sentinel(), recvbuff, function));
   return runExchange(
       comm, mscclpp_nccl::planBroadcast(comm->rank, sendbuff, recvbuff, count, native(datatype), root),
-      stream, function);
+      stream, function, launchEvent);
 }
 
 ncclResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream, const char* function) {
+                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream, const char* function,
+                    cudaEvent_t launchEvent = nullptr) {
   const ApiRange range(function, callPayload(comm, count, datatype, op, root));
   NCCL_TRY(checkReadyComm(comm, function));
   NCCL_TRY(checkRoot(comm, root, function));
@@ -109,11 +118,12 @@ ncclResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, ncclData
   NCCL_TRY(resolveReduceOp(comm, op, datatype, function, &reduceOp));
   return runExchange(
       comm, mscclpp_nccl::planReduce(comm->rank, sendbuff, recvbuff, count, native(datatype), reduceOp, root),
-      stream, function);
+      stream, function, launchEvent);
 }
 
 ncclResult_t gather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
-                    ncclComm_t comm, cudaStream_t stream, const char* function) {
+                    ncclComm_t comm, cudaStream_t stream, const char* function,
+                    cudaEvent_t launchEvent = nullptr) {
   const ApiRange range(function, callPayload(comm, count, datatype, -1, root));
   NCCL_TRY(checkReadyComm(comm, function));
   NCCL_TRY(checkRoot(comm, root, function));
@@ -122,11 +132,12 @@ ncclResult_t gather(const void* sendbuff, void* recvbuff, size_t count, ncclData
   NCCL_TRY(checkScaledCount(comm, datatype, count, function));
   return runExchange(comm,
                      mscclpp_nccl::planGather(comm->rank, sendbuff, recvbuff, count, native(datatype), root),
-                     stream, function);
+                     stream, function, launchEvent);
 }
 
 ncclResult_t scatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
-                     ncclComm_t comm, cudaStream_t stream, const char* function) {
+                     ncclComm_t comm, cudaStream_t stream, const char* function,
+                     cudaEvent_t launchEvent = nullptr) {
   const ApiRange range(function, callPayload(comm, count, datatype, -1, root));
   NCCL_TRY(checkReadyComm(comm, function));
   NCCL_TRY(checkRoot(comm, root, function));
@@ -135,7 +146,7 @@ ncclResult_t scatter(const void* sendbuff, void* recvbuff, size_t count, ncclDat
   NCCL_TRY(checkScaledCount(comm, datatype, count, function));
   return runExchange(comm,
                      mscclpp_nccl::planScatter(comm->rank, sendbuff, recvbuff, count, native(datatype), root),
-                     stream, function);
+                     stream, function, launchEvent);
 }
 
 }  // namespace
@@ -151,8 +162,9 @@ NCCL_CALL_API(ncclResult_t, ncclAllGatherConfig,
               (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
               sendbuff, recvbuff, sendcount, datatype, comm, stream, config) {
-  NCCL_TRY(applyCollConfig(config, comm, stream, "ncclAllGatherConfig"));
-  return allGather(sendbuff, recvbuff, sendcount, datatype, comm, stream, "ncclAllGatherConfig");
+  cudaEvent_t launchEvent = nullptr;
+  NCCL_TRY(checkCollConfig(config, "ncclAllGatherConfig", &launchEvent));
+  return allGather(sendbuff, recvbuff, sendcount, datatype, comm, stream, "ncclAllGatherConfig", launchEvent);
 }
 
 NCCL_CALL_API(ncclResult_t, ncclReduceScatter,
@@ -166,8 +178,10 @@ NCCL_CALL_API(ncclResult_t, ncclReduceScatterConfig,
               (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
               sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config) {
-  NCCL_TRY(applyCollConfig(config, comm, stream, "ncclReduceScatterConfig"));
-  return reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, "ncclReduceScatterConfig");
+  cudaEvent_t launchEvent = nullptr;
+  NCCL_TRY(checkCollConfig(config, "ncclReduceScatterConfig", &launchEvent));
+  return reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, "ncclReduceScatterConfig",
+                       launchEvent);
 }
 
 NCCL_CALL_API(ncclResult_t, ncclAlltoAll,
@@ -181,8 +195,9 @@ NCCL_CALL_API(ncclResult_t, ncclAlltoAllConfig,
               (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
                cudaStream_t stream, const ncclCollConfig_t* config),
               sendbuff, recvbuff, count, datatype, comm, stream, config) {
-  NCCL_TRY(applyCollConfig(config, comm, stream, "ncclAlltoAllConfig"));
-  return alltoAll(sendbuff, recvbuff, count, datatype, comm, stream, "ncclAlltoAllConfig");
+  cudaEvent_t launchEvent = nullptr;
+  NCCL_TRY(checkCollConfig(config, "ncclAlltoAllConfig", &launchEvent));
+  return alltoAll(sendbuff, recvbuff, count, datatype, comm, stream, "ncclAlltoAllConfig", launchEvent);
 }
 
 NCCL_CALL_API(ncclResult_t, ncclBroadcast,
@@ -196,8 +211,10 @@ NCCL_CALL_API(ncclResult_t, ncclBroadcastConfig,
               (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
               sendbuff, recvbuff, count, datatype, root, comm, stream, config) {
-  NCCL_TRY(applyCollConfig(config, comm, stream, "ncclBroadcastConfig"));
-  return broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclBroadcastConfig");
+  cudaEvent_t launchEvent = nullptr;
+  NCCL_TRY(checkCollConfig(config, "ncclBroadcastConfig", &launchEvent));
+  return broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclBroadcastConfig",
+                   launchEvent);
 }
 
 NCCL_CALL_API(ncclResult_t, ncclBcast,
@@ -218,8 +235,9 @@ NCCL_CALL_API(ncclResult_t, ncclReduceConfig,
               (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
               sendbuff, recvbuff, count, datatype, op, root, comm, stream, config) {
-  NCCL_TRY(applyCollConfig(config, comm, stream, "ncclReduceConfig"));
-  return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream, "ncclReduceConfig");
+  cudaEvent_t launchEvent = nullptr;
+  NCCL_TRY(checkCollConfig(config, "ncclReduceConfig", &launchEvent));
+  return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream, "ncclReduceConfig", launchEvent);
 }
 
 NCCL_CALL_API(ncclResult_t, ncclGather,
@@ -233,8 +251,9 @@ NCCL_CALL_API(ncclResult_t, ncclGatherConfig,
               (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
               sendbuff, recvbuff, count, datatype, root, comm, stream, config) {
-  NCCL_TRY(applyCollConfig(config, comm, stream, "ncclGatherConfig"));
-  return gather(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclGatherConfig");
+  cudaEvent_t launchEvent = nullptr;
+  NCCL_TRY(checkCollConfig(config, "ncclGatherConfig", &launchEvent));
+  return gather(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclGatherConfig", launchEvent);
 }
 
 NCCL_CALL_API(ncclResult_t, ncclScatter,
@@ -248,6 +267,7 @@ NCCL_CALL_API(ncclResult_t, ncclScatterConfig,
               (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),
               sendbuff, recvbuff, count, datatype, root, comm, stream, config) {
-  NCCL_TRY(applyCollConfig(config, comm, stream, "ncclScatterConfig"));
-  return scatter(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclScatterConfig");
+  cudaEvent_t launchEvent = nullptr;
+  NCCL_TRY(checkCollConfig(config, "ncclScatterConfig", &launchEvent));
+  return scatter(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclScatterConfig", launchEvent);
 }

@@ -34,9 +34,12 @@ ncclResult_t runInOrder(ncclComm* comm, const cudaStream_t* streams, size_t coun
 
 // Runs `launch(Communicator&, cudaStream_t)` now, or at ncclGroupEnd inside a group (then on the
 // stream that the comm's group work is issued on). `launch` must capture everything by value.
+// `launchEvent`: the call's ncclCollConfig_t launch-completion event (recordLaunchEvent), or null.
 template <typename Launch>
-ncclResult_t enqueue(ncclComm* comm, cudaStream_t stream, const char* function, Launch launch) {
+ncclResult_t enqueue(ncclComm* comm, cudaStream_t stream, const char* function, Launch launch,
+                     cudaEvent_t launchEvent = nullptr) {
   NCCL_TRY(checkStream(comm, stream, function));
+  if (launchEvent != nullptr) NCCL_TRY(recordLaunchEvent(launchEvent, stream, function));
   if (groupDepth() > 0) {
     deferToGroupEnd(comm, stream, std::move(launch));
     return ncclSuccess;

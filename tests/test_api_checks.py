@@ -532,8 +532,8 @@ def test_a_forced_algorithm_selection_is_refused(lib: Any) -> None:
 
 
 def test_a_launch_event_is_not_recorded_for_a_call_that_cannot_run(lib: Any) -> None:
-    """The launch-completion event is recorded only once the communicator and stream are known good:
-    a bogus event with a missing communicator gives the communicator's error, touching no CUDA."""
+    """The launch-completion event is recorded only once the call passed its checks, as its work is
+    queued: a bogus event with a missing communicator gives the communicator's error, touching no CUDA."""
     buf = ffi.new("char[64]")
     p = ffi.cast("void*", buf)
     config, keep = coll_config(launchCompletionEvent=binding.ffi.cast("void*", 0x1234))
