@@ -198,6 +198,7 @@ Status Communicator::agreeOnLayout(CommRole role, NativeLayout* layout) {
   for (const Agreement& a : agreements) grid = std::min<int>(grid, static_cast<int>(a.grid));
   blocks_->settle(grid);
   selector_.init(topology_.myGpuName, nranks_, maxRanksPerGpu, blocks_->grid());
+  costModel_ = CostModel(topology_.myGpuName, nranks_, maxRanksPerGpu, 1);
   layout->chunkBlocks = selector_.chunkBlocks();
   agreements.assign(nranks_, Agreement{});
   agreements[rank_] = {
@@ -324,6 +325,7 @@ Status Communicator::connectRouted(const HostLayout& layout, CommPath path, int 
     intra_ = intra.get();
   }
   MSCCLPP_TRY(RoutedComm::create(*bootstrap_, topology_, layout, path, std::move(intra), maxCtas, &routed_));
+  costModel_ = CostModel(topology_.myGpuName, nranks_, 1, layout.nhosts());
   // Routed work publishes no tickets: each call's end is the `done` event (native/stream_order.h).
   MSCCLPP_TRY(order_.init(envInt("NCCL_GRAPH_MIXING_SUPPORT", 1) != 0, nullptr));
   MSCCLPP_TRY(bootstrap_->barrier());
@@ -628,6 +630,37 @@ Status Communicator::sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream
   if (offers.anyReady && !offers.capturing) mapped_->markUsed(stream);
   order_.published(published);
   return Status::kSuccess;
+}
+
+double Communicator::modeledMicroseconds(const AllReduceArgs& args) const {
+  const size_t bytes = args.count * dataTypeSize(args.type);
+  if (bytes == 0 || nranks_ == 1) return 0;
+  // Windows are not looked up: a call in them runs a zero-copy kernel, as a mapped call does.
+  const CostPath path = routed_ ? CostPath::kChunked
+                                : selector_.costPath({Collective::kAllReduce, dataTypeSize(args.type), bytes,
+                                                      false, args.op.scaling.preMultiply});
+  return costModel_.collectiveMicroseconds(Collective::kAllReduce, bytes, path);
+}
+
+double Communicator::modeledMicroseconds(const ExchangeArgs& args) const {
+  if (args.rangeBytes == 0 || nranks_ == 1) return 0;
+  const CostPath path = routed_
+                            ? CostPath::kChunked
+                            : selector_.costPath({args.collective, dataTypeSize(args.type), args.rangeBytes,
+                                                  false, args.reduce && args.op.scaling.preMultiply});
+  return costModel_.collectiveMicroseconds(args.collective, args.rangeBytes, path);
+}
+
+double Communicator::modeledMicroseconds(const std::vector<P2pOp>& ops) const {
+  size_t sent = 0, received = 0, largest = 0;
+  for (const P2pOp& op : ops) {
+    (op.isSend ? sent : received) += op.bytes;
+    largest = std::max(largest, op.bytes);
+  }
+  if (largest == 0) return 0;
+  const CostPath path =
+      routed_ ? CostPath::kChunked : selector_.costPath({Collective::kSendRecv, 1, largest, false, false});
+  return costModel_.transfersMicroseconds(sent, received, path);
 }
 
 void Communicator::numberCall(Collective collective, size_t bytes) {

@@ -11,6 +11,7 @@
 
 #include "native/algorithms/algorithm_selector.h"
 #include "native/algorithms/allreduce.h"
+#include "native/algorithms/cost_model.h"
 #include "native/algorithms/exchange.h"
 #include "native/algorithms/one_sided.h"
 #include "native/algorithms/p2p.h"
@@ -117,6 +118,12 @@ class Communicator final : public CollectiveComm {
                    cudaStream_t stream);
   Status signal(int peer, cudaStream_t stream);
   Status waitSignals(const std::vector<uint64_t>& counts, cudaStream_t stream);
+
+  // What each call would take, in microseconds, on the path its plan takes (native/algorithms/cost_model.h):
+  // ncclGroupSimulateEnd's estimate. Nothing is launched.
+  double modeledMicroseconds(const AllReduceArgs& args) const;
+  double modeledMicroseconds(const ExchangeArgs& args) const;
+  double modeledMicroseconds(const std::vector<P2pOp>& ops) const;
 
   // kRemoteError naming the rank when a peer was lost (its process died, or it aborted), else the
   // first failure any kernel of this communicator reported (timeout, abort), else kSuccess.
@@ -234,6 +241,7 @@ class Communicator final : public CollectiveComm {
   uint64_t* deviceCounters_ = nullptr;  // collective steps, blocks done, p2p steps per peer and channel
   Transports transports_{};
   AlgorithmSelector selector_;
+  CostModel costModel_;
   StreamOrder order_;
   std::unique_ptr<RoutedComm> routed_;  // set: every call goes there (hierarchical or all-stock)
   Communicator* intra_ = nullptr;       // hierarchical: the intra-host communicator that routed_ owns

@@ -17,7 +17,8 @@ ncclResult_t runExchange(ncclComm* comm, const mscclpp_nccl::ExchangeArgs& args,
                          const char* function, cudaEvent_t launchEvent) {
   return enqueue(
       comm, stream, function,
-      [args](Communicator& impl, cudaStream_t launch) { return impl.exchange(args, launch); }, launchEvent);
+      [args](Communicator& impl, cudaStream_t launch) { return impl.exchange(args, launch); }, launchEvent,
+      [args](const Communicator& impl) { return impl.modeledMicroseconds(args); });
 }
 
 DataType native(ncclDataType_t type) { return static_cast<DataType>(type); }
@@ -37,7 +38,8 @@ ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclD
   AllReduceArgs args{sendbuff, recvbuff, count, static_cast<DataType>(datatype), reduceOp};
   return enqueue(
       comm, stream, function,
-      [args](Communicator& impl, cudaStream_t launch) { return impl.allReduce(args, launch); }, launchEvent);
+      [args](Communicator& impl, cudaStream_t launch) { return impl.allReduce(args, launch); }, launchEvent,
+      [args](const Communicator& impl) { return impl.modeledMicroseconds(args); });
 }
 
 }  // namespace

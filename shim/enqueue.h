@@ -35,13 +35,14 @@ ncclResult_t runInOrder(ncclComm* comm, const cudaStream_t* streams, size_t coun
 // Runs `launch(Communicator&, cudaStream_t)` now, or at ncclGroupEnd inside a group (then on the
 // stream that the comm's group work is issued on). `launch` must capture everything by value.
 // `launchEvent`: the call's ncclCollConfig_t launch-completion event (recordLaunchEvent), or null.
+// `model`: what the call would take, for a group that ncclGroupSimulateEnd ends (null: nothing).
 template <typename Launch>
 ncclResult_t enqueue(ncclComm* comm, cudaStream_t stream, const char* function, Launch launch,
-                     cudaEvent_t launchEvent = nullptr) {
+                     cudaEvent_t launchEvent = nullptr, StreamModel model = nullptr) {
   NCCL_TRY(checkStream(comm, stream, function));
   if (launchEvent != nullptr) NCCL_TRY(recordLaunchEvent(launchEvent, stream, function));
   if (groupDepth() > 0) {
-    deferToGroupEnd(comm, stream, std::move(launch));
+    deferToGroupEnd(comm, stream, std::move(launch), std::move(model));
     return ncclSuccess;
   }
   return runInOrder(comm, &stream, 1, launch);

@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -28,6 +29,7 @@ struct StreamWork {
   ncclComm* comm;
   cudaStream_t stream;
   StreamLaunch launch;  // null: names a stream only
+  StreamModel model;    // null: costs nothing (ncclGroupSimulateEnd)
 };
 
 // A result that ends the caller's call (in progress is not a failure).
@@ -195,8 +197,8 @@ ncclResult_t failsGroup(ncclResult_t result) {
   return result;
 }
 
-void deferToGroupEnd(ncclComm* comm, cudaStream_t stream, StreamLaunch launch) {
-  tlsStreamWork.push_back(StreamWork{comm, stream, std::move(launch)});
+void deferToGroupEnd(ncclComm* comm, cudaStream_t stream, StreamLaunch launch, StreamModel model) {
+  tlsStreamWork.push_back(StreamWork{comm, stream, std::move(launch), std::move(model)});
 }
 
 NCCL_API(ncclResult_t, ncclGroupStart, (void)) {
@@ -230,7 +232,7 @@ NCCL_API(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo), simInfo)
   if (--tlsGroupDepth > 0) return ncclSuccess;
   ++tlsGroupEpoch;
   // Queued collectives are dropped unrun; queued initialisations still happen, since their handles
-  // were already returned. The estimate is one packet step's latency floor per collective.
+  // were already returned. The estimate sums each queued call's modeled time.
   std::vector<PendingWork> inits;
   inits.swap(tlsPending);
   if (const ncclResult_t error = dropIfFailed(inits); error != ncclSuccess) return error;
@@ -245,9 +247,13 @@ NCCL_API(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo), simInfo)
   }
   std::vector<StreamWork> work;
   work.swap(tlsStreamWork);
-  const size_t collectives =
-      std::count_if(work.begin(), work.end(), [](const StreamWork& w) { return bool(w.launch); });
+  double estimate = 0;
+  for (const StreamWork& w : work) {
+    if (!w.model) continue;
+    std::shared_lock<std::shared_mutex> lock(w.comm->implMutex);  // as withImpl: abort may race
+    if (w.comm->impl) estimate += w.model(*w.comm->impl);
+  }
   if (simInfo->size >= offsetof(ncclSimInfo_t, estimatedTime) + sizeof(float))
-    simInfo->estimatedTime = 5.0f * static_cast<float>(collectives);
+    simInfo->estimatedTime = static_cast<float>(estimate);
   return runPending(std::move(inits));
 }

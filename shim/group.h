@@ -39,6 +39,9 @@ ncclResult_t runConcurrently(size_t count, const std::function<ncclResult_t(size
 
 // Work of one collective or transfer, issued on the stream it is given.
 using StreamLaunch = std::function<mscclpp_nccl::Status(mscclpp_nccl::Communicator&, cudaStream_t)>;
+// What that work would take, in microseconds (Communicator::modeledMicroseconds): ncclGroupSimulateEnd's
+// estimate sums it over the group.
+using StreamModel = std::function<double(const mscclpp_nccl::Communicator&)>;
 // Queues `launch`, called on `comm` with `stream`, for the outermost ncclGroupEnd of this thread. A null
-// `launch` only adds `stream` to the streams that the comm's group work joins.
-void deferToGroupEnd(ncclComm* comm, cudaStream_t stream, StreamLaunch launch);
+// `launch` only adds `stream` to the streams that the comm's group work joins; a null `model` costs nothing.
+void deferToGroupEnd(ncclComm* comm, cudaStream_t stream, StreamLaunch launch, StreamModel model = nullptr);

@@ -92,13 +92,19 @@ ncclResult_t transfer(bool isSend, void* buffer, size_t count, ncclDataType_t da
     return ncclSuccess;
   }
   newTransfers(comm, found).ops.push_back(op);
-  deferToGroupEnd(comm, stream, [comm](Communicator& impl, cudaStream_t launch) {
-    GroupTransfers* group = findTransfers(comm);
-    if (!group) return fail(Status::kInternalError, "ncclGroupEnd: a group's transfers were lost");
-    const Status status = launchTransfers(impl, launch, group->ops);
-    group->comm = nullptr;  // the slot is free again; its list keeps its capacity
-    return status;
-  });
+  deferToGroupEnd(
+      comm, stream,
+      [comm](Communicator& impl, cudaStream_t launch) {
+        GroupTransfers* group = findTransfers(comm);
+        if (!group) return fail(Status::kInternalError, "ncclGroupEnd: a group's transfers were lost");
+        const Status status = launchTransfers(impl, launch, group->ops);
+        group->comm = nullptr;  // the slot is free again; its list keeps its capacity
+        return status;
+      },
+      [comm](const Communicator& impl) {
+        const GroupTransfers* group = findTransfers(comm);
+        return group ? impl.modeledMicroseconds(group->ops) : 0.0;
+      });
   return ncclSuccess;
 }
 

@@ -21,6 +21,9 @@
 //     grid of a mapped kernel moving BYTES whose fallback is a chunked grid of that shape.
 //     "plan COLLECTIVE ELEMENT_BYTES BYTES IN_WINDOWS PREMUL" answers "plan MAPPED SCRATCH_BLOCKS" and a
 //     choice row: the one plan a call gets (AlgorithmSelector::plan).
+//     "model COLLECTIVE ELEMENT_BYTES BYTES" answers "model MICROSECONDS PATH" (PATH 0 packet, 1 chunked,
+//     2 mapped): the time ncclGroupSimulateEnd reports for the call (native/algorithms/cost_model.h),
+//     BYTES as in a choice; sendrecv: a send of BYTES and a receive of BYTES in one group.
 //     "registry" answers a line "NAME SERVES_ALL_REDUCE SERVES_AN_EXCHANGE HAS_ALL_REDUCE_LAUNCH
 //     HAS_EXCHANGE_LAUNCH PUBLISHES PROTOCOL" per algorithm, then "end".
 //     "mapped-flow COLLECTIVE RANK ROOT [IN_PLACE]" answers "mapped-flow SPREAD PUSH READS WRITES WINDOWS"
@@ -36,6 +39,7 @@
 #include <vector>
 
 #include "native/algorithms/algorithm_selector.h"
+#include "native/algorithms/cost_model.h"
 #include "native/algorithms/send_recv.h"
 #include "native/collective_plans.h"
 
@@ -124,6 +128,7 @@ int main(int argc, char** argv) {
   selector.setParkedBlocksHeld(true);
   selector.setMapsBuffers(true);
   const int nranks = atoi(argv[2]);
+  const mscclpp_nccl::CostModel costModel(argv[1], nranks, atoi(argv[3]), 1);
   for (std::string line; std::getline(std::cin, line);) {
     std::istringstream words(line);
     std::string name;
@@ -241,6 +246,19 @@ int main(int argc, char** argv) {
           selector.plan({collective, elementBytes, bytes, inWindows != 0, preMultiply != 0});
       printf("plan %d %d %zu ", plan.mapped ? 1 : 0, plan.scratch.blocks, plan.bytes);
       printChoice({plan.algorithm, plan.shape, plan.source});
+      continue;
+    }
+    if (line.rfind("model ", 0) == 0) {
+      words >> name >> name >> elementBytes >> bytes;
+      if (!mscclpp_nccl::collectiveFromName(name, &collective)) {
+        printf("BAD QUERY %s\n", line.c_str());
+        continue;
+      }
+      const mscclpp_nccl::CostPath path = selector.costPath({collective, elementBytes, bytes, false, false});
+      const double us = collective == mscclpp_nccl::Collective::kSendRecv
+                            ? costModel.transfersMicroseconds(bytes, bytes, path)
+                            : costModel.collectiveMicroseconds(collective, bytes, path);
+      printf("model %.3f %d\n", us, static_cast<int>(path));
       continue;
     }
     if (line.rfind("maps ", 0) == 0) {

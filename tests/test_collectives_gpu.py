@@ -34,6 +34,12 @@ def test_coll_config_launch_event_and_selection() -> None:
     assert_all_passed(run_ranks(2, WORKER, "coll_config"), ["coll_config"], 2)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("nranks", [2, 4])
+def test_group_simulate_end_models_the_call(nranks: int) -> None:
+    assert_all_passed(run_ranks(nranks, WORKER, "simulated_estimate"), ["simulated_estimate"], nranks)
+
+
 # An algorithm forced for every collective it serves, at every size (see test_allreduce_gpu).
 FORCED = {
     "chunked": ("exchange_chunked", [2, 4, 8]),

@@ -63,14 +63,14 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_driver(out, SOURCES, args, 0, [require_cuda_include()])
 
 
-def cpp_plans(
-    driver: Path, layout: tuple[int, ...], table: str, queries: list[tuple[str, int, int]]
-) -> list[tuple[str, str, bool]]:
+def ask_driver(
+    driver: Path, gpu: str, layout: tuple[int, ...], table: str, queries: list[str]
+) -> list[list[str]]:
+    """The driver's answer to each query line, as words, with `table` as the tuning file."""
     env = driver_env() | {"MSCCLPP_NCCL_TUNING_FILE": table}
-    text = "".join(f"plan {c} {e} {b} 0 0\n" for c, e, b in queries)
     proc = subprocess.run(
-        [str(driver), H200, *map(str, layout)],
-        input=text,
+        [str(driver), gpu, *map(str, layout)],
+        input="".join(f"{q}\n" for q in queries),
         capture_output=True,
         text=True,
         env=env,
@@ -79,6 +79,13 @@ def cpp_plans(
     assert proc.returncode == 0, proc.stderr
     rows = [line.split() for line in proc.stdout.splitlines()]
     assert len(rows) == len(queries), proc.stdout
+    return rows
+
+
+def cpp_plans(
+    driver: Path, layout: tuple[int, ...], table: str, queries: list[tuple[str, int, int]]
+) -> list[tuple[str, str, bool]]:
+    rows = ask_driver(driver, H200, layout, table, [f"plan {c} {e} {b} 0 0" for c, e, b in queries])
     # plan MAPPED SCRATCH_BLOCKS BYTES algorithm blocks threads chunkBytes source early
     return [(r[4], r[8], r[1] == "1") for r in rows]
 

@@ -24,6 +24,7 @@ SOURCES = [
     "native/algorithms/registry.cc",
     "native/algorithms/collective_names.cc",
     "native/algorithms/algorithm_selector.cc",
+    "native/algorithms/cost_model.cc",
     "native/algorithms/forced_algorithms.cc",
     "native/algorithms/send_recv.cc",
     "native/collective_plans.cc",

@@ -286,6 +286,13 @@ CallPlan AlgorithmSelector::plan(const CallShape& call) const {
   return CallPlan{chosen.algorithm, chosen.shape, LaunchShape{}, false, chosen.source, call.bytes};
 }
 
+CostPath AlgorithmSelector::costPath(const CallShape& call) const {
+  if (call.collective == Collective::kSendRecv && mapsBuffers_ && call.bytes >= kP2pZeroCopyMinBytes)
+    return CostPath::kMapped;
+  const CallPlan chosen = plan(call);
+  return costPathOf(*chosen.algorithm, chosen.mapped);
+}
+
 LaunchShape AlgorithmSelector::directShape(size_t bytes) const {
   return shapeFor(algorithm(AlgorithmId::kAllReduceZeroCopy), TuningChoice{}, bytes);
 }

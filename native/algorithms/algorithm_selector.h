@@ -12,6 +12,7 @@
 #include <string>
 
 #include "native/algorithms/allreduce.h"
+#include "native/algorithms/cost_model.h"
 #include "native/algorithms/exchange.h"
 #include "native/algorithms/forced_algorithms.h"
 #include "native/algorithms/p2p.h"
@@ -69,6 +70,9 @@ class AlgorithmSelector {
 
   // The plan of one call. Every rank reaches the same plan for the same call.
   CallPlan plan(const CallShape& call) const;
+  // How the call's plan moves its bytes, for its modeled time (cost_model.h). A transfer (kSendRecv, `bytes`
+  // its largest send or receive) is mapped where large sends are pulled from the sender's buffer (p2p.h).
+  CostPath costPath(const CallShape& call) const;
   // `registered`: the call's buffers lie in windows that every rank mapped (zero-copy is possible).
   Choice choose(Collective collective, size_t elementBytes, size_t bytes, bool registered = false) const;
   // Whether a call outside windows goes through a mapped zero-copy kernel (which runs the chunked schedule

@@ -427,6 +427,55 @@ def scenario_coll_config(r: Rank) -> None:
     print("PASS coll_config: launch-completion event recorded eager and in graphs, forced selection refused")
 
 
+def scenario_simulated_estimate(r: Rank) -> None:
+    """ncclGroupSimulateEnd runs nothing and reports a modeled time that follows the message: a 64 MB
+    all-reduce within a factor of 4 of its measured time (ranks share the GPU: a loose bound), and a
+    group of it and an 8-byte one the sum of the two."""
+    lib, handle = r.nccl.lib, r.comm.handle
+    count = 32 << 20  # bf16 elements: 64 MB
+    send = cp.ones(count, dtype=cp.uint16)
+    recv = cp.zeros(count, dtype=cp.uint16)
+    stream = ffi.cast("void*", r.stream.ptr)
+
+    def simulated(counts: list[int]) -> float:
+        info = ffi.new(
+            "ncclSimInfo_t*", {"size": ffi.sizeof("ncclSimInfo_t"), "magic": 0x74685283, "version": 23200}
+        )
+        r.nccl.check(lib.ncclGroupStart(), handle)
+        for n in counts:
+            r.nccl.check(
+                lib.ncclAllReduce(ptr(send), ptr(recv), n, dtype_code("bfloat16"), 0, handle, stream), handle
+            )
+        r.nccl.check(lib.ncclGroupSimulateEnd(info), handle)
+        return float(info.estimatedTime)
+
+    small, large, both = simulated([4]), simulated([count]), simulated([4, count])
+    r.stream.synchronize()
+    assert not recv.any(), "a simulated group ran"
+    assert 0 < small < large, (small, large)
+    assert abs(both - (small + large)) <= 1e-5 * both, (small, large, both)  # float32 sums
+
+    def all_reduce() -> None:
+        r.nccl.check(
+            lib.ncclAllReduce(ptr(send), ptr(recv), count, dtype_code("bfloat16"), 0, handle, stream), handle
+        )
+
+    for _ in range(3):
+        all_reduce()
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    start.record(r.stream)
+    for _ in range(10):
+        all_reduce()
+    end.record(r.stream)
+    end.synchronize()
+    measured = cp.cuda.get_elapsed_time(start, end) * 1000 / 10
+    assert large / 4 <= measured <= large * 4, (large, measured)
+    print(
+        f"PASS simulated_estimate: 64 MB modeled {large:.0f} us, measured {measured:.0f} us;"
+        f" 8 B modeled {small:.1f} us"
+    )
+
+
 SCENARIOS = {
     "matrix": scenario_matrix,
     "large": scenario_large,
@@ -436,6 +485,7 @@ SCENARIOS = {
     "threads": scenario_threads,
     "max_ctas": scenario_max_ctas,
     "coll_config": scenario_coll_config,
+    "simulated_estimate": scenario_simulated_estimate,
 }
 
 
