@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <shared_mutex>
@@ -35,10 +36,11 @@ ncclResult_t runInOrder(ncclComm* comm, const cudaStream_t* streams, size_t coun
 // Runs `launch(Communicator&, cudaStream_t)` now, or at ncclGroupEnd inside a group (then on the
 // stream that the comm's group work is issued on). `launch` must capture everything by value.
 // `launchEvent`: the call's ncclCollConfig_t launch-completion event (recordLaunchEvent), or null.
-// `model`: what the call would take, for a group that ncclGroupSimulateEnd ends (null: nothing).
-template <typename Launch>
+// `model(const Communicator&)`: what the call would take, for a group that ncclGroupSimulateEnd ends
+// (nullptr: nothing); a template parameter, so that a call outside a group builds no std::function.
+template <typename Launch, typename Model = std::nullptr_t>
 ncclResult_t enqueue(ncclComm* comm, cudaStream_t stream, const char* function, Launch launch,
-                     cudaEvent_t launchEvent = nullptr, StreamModel model = nullptr) {
+                     cudaEvent_t launchEvent = nullptr, Model model = nullptr) {
   NCCL_TRY(checkStream(comm, stream, function));
   if (launchEvent != nullptr) NCCL_TRY(recordLaunchEvent(launchEvent, stream, function));
   if (groupDepth() > 0) {
