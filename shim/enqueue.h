@@ -33,6 +33,14 @@ ncclResult_t runInOrder(ncclComm* comm, const cudaStream_t* streams, size_t coun
   }));
 }
 
+// What `model(const Communicator&)` says a queued call of `comm` would take (ncclGroupSimulateEnd), asked
+// under the lock that keeps the native communicator alive; 0 where it is gone (aborted, destroyed).
+template <typename Model>
+double modeledOn(ncclComm* comm, const Model& model) {
+  std::shared_lock<std::shared_mutex> lock(comm->implMutex);
+  return comm->impl ? model(*comm->impl) : 0.0;
+}
+
 // Runs `launch(Communicator&, cudaStream_t)` now, or at ncclGroupEnd inside a group (then on the
 // stream that the comm's group work is issued on). `launch` must capture everything by value.
 // `launchEvent`: the call's ncclCollConfig_t launch-completion event (recordLaunchEvent), or null.

@@ -4,7 +4,6 @@
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -248,11 +247,8 @@ NCCL_API(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo), simInfo)
   std::vector<StreamWork> work;
   work.swap(tlsStreamWork);
   double estimate = 0;
-  for (const StreamWork& w : work) {
-    if (!w.model) continue;
-    std::shared_lock<std::shared_mutex> lock(w.comm->implMutex);  // as withImpl: abort may race
-    if (w.comm->impl) estimate += w.model(*w.comm->impl);
-  }
+  for (const StreamWork& w : work)
+    if (w.model) estimate += modeledOn(w.comm, w.model);
   if (simInfo->size >= offsetof(ncclSimInfo_t, estimatedTime) + sizeof(float))
     simInfo->estimatedTime = static_cast<float>(estimate);
   return runPending(std::move(inits));

@@ -1,5 +1,5 @@
 // Stands in for shim/enqueue.h in CPU drivers that build shim/group.cc without the communicator (put
-// first on the quoted-include path with -iquote tests/stubs): no stream work runs there.
+// first on the quoted-include path with -iquote tests/stubs): no stream work runs there, and none is modeled.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,4 +12,9 @@
 template <typename Body>
 ncclResult_t runInOrder(ncclComm*, const cudaStream_t*, size_t, Body) {
   return ncclInternalError;
+}
+
+template <typename Model>
+double modeledOn(ncclComm*, const Model&) {
+  return 0.0;
 }
