@@ -6,7 +6,8 @@ namespace mscclpp_nccl {
 namespace {
 
 // Bytes per microsecond.
-constexpr double kH100CopyRate = 3.0e6;  // the copy rate perf/nccl_tests_table.py's floor uses
+// The copy rates of perf/nccl_tests_table.py's floor; a GPU not named here is taken at an H100's.
+constexpr double kH100CopyRate = 3.0e6;
 constexpr double kH200CopyRate = 4.3e6;
 constexpr double kNvlinkBusRate = 370e3;  // NVLink's all-reduce bus bandwidth on 8 H100s (without NVLS)
 constexpr double kNetworkRate = 25e3;     // one 200 Gb/s NIC per rank
