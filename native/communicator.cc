@@ -51,6 +51,19 @@ size_t chunkSlotBytesFor(int blocks, int nranks) {
   return std::clamp(slot, kMinChunkSlotBytes, kMaxChunkSlotBytes);
 }
 
+// What the selector plans an all-reduce by (its message), and an exchange (its range per rank); the
+// launch and the model (ncclGroupSimulateEnd) both plan from these.
+CallShape allReduceShape(const AllReduceArgs& args, bool inWindows) {
+  const size_t elementBytes = dataTypeSize(args.type);
+  return {Collective::kAllReduce, elementBytes, args.count * elementBytes, inWindows,
+          args.op.scaling.preMultiply};
+}
+
+CallShape exchangeShape(const ExchangeArgs& args) {
+  return {args.collective, dataTypeSize(args.type), args.rangeBytes, false,
+          args.reduce && args.op.scaling.preMultiply};
+}
+
 }  // namespace
 
 // Where each kernel family's counters lie in the communicator's one allocation of device words.
@@ -459,8 +472,7 @@ Status Communicator::allReduce(const AllReduceArgs& args, cudaStream_t stream) {
   DirectBuffers windows;
   const bool inWindows = findDirectBuffers(args.send, bytes, args.recv, bytes, &windows);
   // Every rank reaches the same plan (windows are collective, the rest is the call's shape).
-  const CallPlan plan = selector_.plan(
-      {Collective::kAllReduce, dataTypeSize(args.type), bytes, inWindows, args.op.scaling.preMultiply});
+  const CallPlan plan = selector_.plan(allReduceShape(args, inWindows));
   bool capturing = false;
   const MappedCall mapped = plan.mapped
                                 ? describeBuffers(args.send, bytes, args.recv, bytes, call.ticket, &capturing)
@@ -578,8 +590,7 @@ Status Communicator::exchange(const ExchangeArgs& args, cudaStream_t stream) {
   if (args.rangeBytes == 0) return Status::kSuccess;
   numberCall(collective, args.rangeBytes);
   // Every rank reaches the same plan: it depends on the call's shape only.
-  const CallPlan plan = selector_.plan({collective, dataTypeSize(args.type), args.rangeBytes, false,
-                                        args.reduce && args.op.scaling.preMultiply});
+  const CallPlan plan = selector_.plan(exchangeShape(args));
   bool capturing = false;
   MappedCall mapped{};
   // The extents of this rank's buffers that the call touches.
@@ -632,23 +643,21 @@ Status Communicator::sendRecv(const std::vector<P2pOp>& ops, cudaStream_t stream
   return Status::kSuccess;
 }
 
+CostPath Communicator::modeledPath(const CallShape& call) const {
+  // A routed call's steps between hosts run on stock's simple protocol, which moves chunks.
+  return routed_ ? CostPath::kChunked : selector_.costPath(call);
+}
+
 double Communicator::modeledMicroseconds(const AllReduceArgs& args) const {
-  const size_t bytes = args.count * dataTypeSize(args.type);
-  if (bytes == 0 || nranks_ == 1) return 0;
-  // Windows are not looked up: a call in them runs a zero-copy kernel, as a mapped call does.
-  const CostPath path = routed_ ? CostPath::kChunked
-                                : selector_.costPath({Collective::kAllReduce, dataTypeSize(args.type), bytes,
-                                                      false, args.op.scaling.preMultiply});
-  return costModel_.collectiveMicroseconds(Collective::kAllReduce, bytes, path);
+  const CallShape call = allReduceShape(args, false);  // a call in windows runs zero-copy, as a mapped one
+  if (call.bytes == 0 || nranks_ == 1) return 0;
+  return costModel_.collectiveMicroseconds(Collective::kAllReduce, call.bytes, modeledPath(call));
 }
 
 double Communicator::modeledMicroseconds(const ExchangeArgs& args) const {
   if (args.rangeBytes == 0 || nranks_ == 1) return 0;
-  const CostPath path = routed_
-                            ? CostPath::kChunked
-                            : selector_.costPath({args.collective, dataTypeSize(args.type), args.rangeBytes,
-                                                  false, args.reduce && args.op.scaling.preMultiply});
-  return costModel_.collectiveMicroseconds(args.collective, args.rangeBytes, path);
+  return costModel_.collectiveMicroseconds(args.collective, args.rangeBytes,
+                                           modeledPath(exchangeShape(args)));
 }
 
 double Communicator::modeledMicroseconds(const std::vector<P2pOp>& ops) const {
@@ -658,9 +667,8 @@ double Communicator::modeledMicroseconds(const std::vector<P2pOp>& ops) const {
     largest = std::max(largest, op.bytes);
   }
   if (largest == 0) return 0;
-  const CostPath path =
-      routed_ ? CostPath::kChunked : selector_.costPath({Collective::kSendRecv, 1, largest, false, false});
-  return costModel_.transfersMicroseconds(sent, received, path);
+  return costModel_.transfersMicroseconds(sent, received,
+                                          modeledPath({Collective::kSendRecv, 1, largest, false, false}));
 }
 
 void Communicator::numberCall(Collective collective, size_t bytes) {

@@ -203,6 +203,8 @@ class Communicator final : public CollectiveComm {
   // reports carry (native/stall_monitor.h).
   void numberCall(Collective collective, size_t bytes);
   void numberCall(const char* what, size_t bytes);
+  // How a call of this shape moves its bytes, for modeledMicroseconds.
+  CostPath modeledPath(const CallShape& call) const;
   // Why a one-sided operation named `what` cannot run now (kSuccess: it can).
   Status oneSidedRefusal(const char* what) const;
   // On the bootstrap's receiver thread (no CUDA calls): records the rank and stops the kernels.
