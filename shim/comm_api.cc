@@ -66,11 +66,10 @@ ncclResult_t revokeProgress(ncclComm* comm) {
 
 ncclResult_t newChildHandle(ncclComm_t parent, ncclConfig_t* config, ncclComm** out) {
   CommConfig parsed;
-  NCCL_TRY(readCommConfig(config, &parsed));
+  NCCL_TRY(readCommConfig(config, parent, &parsed));
   ncclComm* child = new ncclComm();
-  // NCCL: children inherit the parent's settings when given no config.
-  child->blocking = config ? parsed.blocking : parent->blocking;
-  child->maxCtas = config ? parsed.maxCtas : parent->maxCtas;
+  child->blocking = parsed.blocking;
+  child->maxCtas = parsed.maxCtas;
   child->device = parent->device;
   *out = child;
   return ncclSuccess;

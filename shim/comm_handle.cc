@@ -203,9 +203,12 @@ ncclResult_t checkConfigValues(const ncclConfig_t& config, Has has) {
 
 }  // namespace
 
-ncclResult_t readCommConfig(const ncclConfig_t* config, CommConfig* out) {
+ncclResult_t readCommConfig(const ncclConfig_t* config, const ncclComm* parent, CommConfig* out) {
   *out = CommConfig{};
-  if (config == nullptr) return ncclSuccess;
+  if (config == nullptr) {
+    if (parent != nullptr) *out = CommConfig{parent->blocking, parent->maxCtas};
+    return ncclSuccess;
+  }
   if (config->magic != NCCL_API_MAGIC)
     return toNccl(fail(Status::kInvalidArgument,
                        "ncclConfig_t has a bad magic (0x%x): initialize it with NCCL_CONFIG_INITIALIZER",

@@ -122,7 +122,9 @@ struct CommConfig {
   bool blocking = true;
   int maxCtas = 0;  // maxCTAs: no kernel of the communicator takes more blocks (0: unset)
 };
-ncclResult_t readCommConfig(const ncclConfig_t* config, CommConfig* out);
+// No config: the defaults, or those of `parent` (a child of split, shrink or grow), as NCCL's children
+// inherit them.
+ncclResult_t readCommConfig(const ncclConfig_t* config, const ncclComm* parent, CommConfig* out);
 
 // Makes `device` current for the lifetime of the guard.
 class DeviceGuard {

@@ -46,11 +46,7 @@ ncclResult_t initRank(ncclComm_t* out, int nranks, const UniqueId* id, int rank,
   if (rank < 0 || rank >= nranks)
     return toNccl(fail(Status::kInvalidArgument, "%s: rank %d is not in [0, %d)", function, rank, nranks));
   CommConfig parsed;
-  NCCL_TRY(readCommConfig(config, &parsed));
-  if (parent != nullptr && config == nullptr) {  // as split's children
-    parsed.blocking = parent->blocking;
-    parsed.maxCtas = parent->maxCtas;
-  }
+  NCCL_TRY(readCommConfig(config, parent, &parsed));
   int device = 0;
   NCCL_TRY(currentDevice(&device, function));
 
