@@ -437,15 +437,18 @@ def scenario_simulated_estimate(r: Rank) -> None:
     recv = cp.zeros(count, dtype=cp.uint16)
     stream = ffi.cast("void*", r.stream.ptr)
 
+    def all_reduce(n: int) -> None:
+        r.nccl.check(
+            lib.ncclAllReduce(ptr(send), ptr(recv), n, dtype_code("bfloat16"), 0, handle, stream), handle
+        )
+
     def simulated(counts: list[int]) -> float:
         info = ffi.new(
             "ncclSimInfo_t*", {"size": ffi.sizeof("ncclSimInfo_t"), "magic": 0x74685283, "version": 23200}
         )
         r.nccl.check(lib.ncclGroupStart(), handle)
         for n in counts:
-            r.nccl.check(
-                lib.ncclAllReduce(ptr(send), ptr(recv), n, dtype_code("bfloat16"), 0, handle, stream), handle
-            )
+            all_reduce(n)
         r.nccl.check(lib.ncclGroupSimulateEnd(info), handle)
         return float(info.estimatedTime)
 
@@ -455,17 +458,12 @@ def scenario_simulated_estimate(r: Rank) -> None:
     assert 0 < small < large, (small, large)
     assert abs(both - (small + large)) <= 1e-5 * both, (small, large, both)  # float32 sums
 
-    def all_reduce() -> None:
-        r.nccl.check(
-            lib.ncclAllReduce(ptr(send), ptr(recv), count, dtype_code("bfloat16"), 0, handle, stream), handle
-        )
-
     for _ in range(3):
-        all_reduce()
+        all_reduce(count)
     start, end = cp.cuda.Event(), cp.cuda.Event()
     start.record(r.stream)
     for _ in range(10):
-        all_reduce()
+        all_reduce(count)
     end.record(r.stream)
     end.synchronize()
     measured = cp.cuda.get_elapsed_time(start, end) * 1000 / 10
