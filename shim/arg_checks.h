@@ -39,11 +39,14 @@ ncclResult_t checkCollective(ncclComm* comm, ncclDataType_t type, size_t count, 
 // Count of elements that the widest buffer of a collective holds (count * nranks must not overflow).
 ncclResult_t checkScaledCount(ncclComm* comm, ncclDataType_t type, size_t count, const char* function);
 // A collective's ncclCollConfig_t: a valid header, and a forced algorithm selection refused (it names
-// stock's algorithms); *launchEvent is its launch-completion event (null: none), which enqueue() records.
+// stock's algorithms); *launchEvent is its launch-completion event (null: none), which enqueue() records
+// and the call's kernels carry.
 // Its resource hints (CTA counts, cluster size, CTA policy) and profiler tag are not used.
 ncclResult_t checkCollConfig(const ncclCollConfig_t* config, const char* function, cudaEvent_t* launchEvent);
-// Records a call's launch-completion event on `stream` before the call's work is queued: what stock does
-// where CUDA cannot signal a launch's completion (before 12.3). Recording it after the work would make a
-// waiter wait for the collective to end, which can deadlock ranks that order another communicator's
-// call after the event. In a capture the graph records it at each launch, as the caller expects.
+// Records a call's launch-completion event on `stream` before the call's work is queued, which is what
+// stock does where CUDA cannot signal a launch's completion (before 12.3); outside a capture the call's
+// kernels then carry the event (native/algorithms/launch_completion.h), firing it where stock's fires.
+// Recording it after the work instead would make a waiter wait for the collective to end, which can
+// deadlock ranks that order another communicator's call after the event. In a capture the graph
+// records it at each launch, as the caller expects.
 ncclResult_t recordLaunchEvent(cudaEvent_t event, cudaStream_t stream, const char* function);

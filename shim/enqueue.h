@@ -9,6 +9,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "native/algorithms/launch_completion.h"
 #include "native/common/data_type.h"
 #include "shim/arg_checks.h"
 #include "shim/comm_handle.h"
@@ -43,7 +44,9 @@ double modeledOn(ncclComm* comm, const Model& model) {
 
 // Runs `launch(Communicator&, cudaStream_t)` now, or at ncclGroupEnd inside a group (then on the
 // stream that the comm's group work is issued on). `launch` must capture everything by value.
-// `launchEvent`: the call's ncclCollConfig_t launch-completion event (recordLaunchEvent), or null.
+// `launchEvent`: the call's ncclCollConfig_t launch-completion event, or null: recorded before the call's
+// work (recordLaunchEvent), then carried by its kernels (native/algorithms/launch_completion.h), in a group
+// when the group's work is launched.
 // `model(const Communicator&)`: what the call would take, for a group that ncclGroupSimulateEnd ends
 // (nullptr: nothing); a template parameter, so that a call outside a group builds no std::function.
 template <typename Launch, typename Model = std::nullptr_t>
@@ -51,9 +54,14 @@ ncclResult_t enqueue(ncclComm* comm, cudaStream_t stream, const char* function, 
                      cudaEvent_t launchEvent = nullptr, Model model = nullptr) {
   NCCL_TRY(checkStream(comm, stream, function));
   if (launchEvent != nullptr) NCCL_TRY(recordLaunchEvent(launchEvent, stream, function));
+  auto launchWithEvent = [launch = std::move(launch), launchEvent](mscclpp_nccl::Communicator& impl,
+                                                                   cudaStream_t on) {
+    const mscclpp_nccl::LaunchCompletion completion(launchEvent, on);
+    return launch(impl, on);
+  };
   if (groupDepth() > 0) {
-    deferToGroupEnd(comm, stream, std::move(launch), std::move(model));
+    deferToGroupEnd(comm, stream, std::move(launchWithEvent), std::move(model));
     return ncclSuccess;
   }
-  return runInOrder(comm, &stream, 1, launch);
+  return runInOrder(comm, &stream, 1, launchWithEvent);
 }

@@ -31,7 +31,10 @@ def test_max_ctas_bounds_every_grid(nranks: int) -> None:
 
 @pytest.mark.gpu
 def test_coll_config_launch_event_and_selection() -> None:
-    assert_all_passed(run_ranks(2, WORKER, "coll_config"), ["coll_config"], 2)
+    output = run_ranks(2, WORKER, "coll_config", env={"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "COLL"})
+    assert_all_passed(output, ["coll_config"], 2)
+    # Each rank's timed event, passed to two calls, is refused once; the event with timing off never is.
+    assert output.count("kernels cannot carry it") == 2, output[-3000:]
 
 
 @pytest.mark.gpu

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "native/algorithms/launch_completion.h"
 #include "native/algorithms/launch_record.h"
 #include "native/transport/cuda_driver.h"
 
@@ -77,35 +78,50 @@ CUfunction driverFunction(const CudaDriver& driver, const void* kernel) {
   return reinterpret_cast<CUfunction>(function);
 }
 
-// Under launchLock(): one launch, with the early-launch attribute where `attributed`. Through the driver
-// where the kernel's handle is known; else, and after the driver failed (so that the caller gets the
-// runtime's error, and the driver's failure queued nothing), through the runtime.
+// Under launchLock(): one launch, with the early-launch attribute where `attributed` and the
+// launch-completion attribute where `completion` is an event. Through the driver where the kernel's
+// handle is known; else, and after the driver failed (so that the caller gets the runtime's error, and
+// the driver's failure queued nothing), through the runtime.
 cudaError_t launchOnce(const void* kernel, int blocks, int threads, cudaStream_t stream, void** params,
-                       bool attributed) {
+                       bool attributed, cudaEvent_t completion) {
   const CudaDriver* driver = cudaDriverOrNull();
   if (CUfunction function = driver ? driverFunction(*driver, kernel) : nullptr) {
-    CUlaunchAttribute attribute = {};
-    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attribute.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchAttribute attributes[2] = {};
+    unsigned count = 0;
+    if (attributed) {
+      attributes[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attributes[count++].value.programmaticStreamSerializationAllowed = 1;
+    }
+    if (completion != nullptr) {
+      attributes[count].id = CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT;
+      attributes[count++].value.launchCompletionEvent.event = reinterpret_cast<CUevent>(completion);
+    }
     CUlaunchConfig config = {};
     config.gridDimX = static_cast<unsigned>(blocks);
     config.gridDimY = config.gridDimZ = 1;
     config.blockDimX = static_cast<unsigned>(threads);
     config.blockDimY = config.blockDimZ = 1;
     config.hStream = reinterpret_cast<CUstream>(stream);
-    config.attrs = attributed ? &attribute : nullptr;
-    config.numAttrs = attributed ? 1 : 0;
+    config.attrs = count > 0 ? attributes : nullptr;
+    config.numAttrs = count;
     if (driver->cuLaunchKernelEx(&config, function, params, nullptr) == CUDA_SUCCESS) return cudaSuccess;
   }
-  cudaLaunchAttribute attribute = {};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attributes[2] = {};
+  unsigned count = 0;
+  if (attributed) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (completion != nullptr) {
+    attributes[count].id = cudaLaunchAttributeLaunchCompletionEvent;
+    attributes[count++].val.launchCompletionEvent.event = completion;
+  }
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(blocks);
   config.blockDim = dim3(threads);
   config.stream = stream;
-  config.attrs = attributed ? &attribute : nullptr;
-  config.numAttrs = attributed ? 1 : 0;
+  config.attrs = count > 0 ? attributes : nullptr;
+  config.numAttrs = count;
   return cudaLaunchKernelExC(&config, kernel, params);
 }
 
@@ -116,15 +132,21 @@ cudaError_t launchPacked(const void* kernel, int blocks, int threads, bool early
   // No kernel: the call's type and operator found none in the shard it looked in (type_shards.cuh).
   if (kernel == nullptr) return cudaErrorInvalidDeviceFunction;
   std::lock_guard<std::mutex> lock(launchLock());
-  const bool attributed = (early || programmatic) && mayCarryEarlyAttribute(stream, early);
-  cudaError_t err = cudaSuccess;
-  if (attributed && earlyLaunchWorks.load(std::memory_order_relaxed)) {
-    if ((err = launchOnce(kernel, blocks, threads, stream, params, true)) == cudaSuccess) return err;
-    cudaGetLastError();  // a launch error is not sticky: clear it and try without the attribute
-    err = launchOnce(kernel, blocks, threads, stream, params, false);
+  const bool attributed = (early || programmatic) && mayCarryEarlyAttribute(stream, early) &&
+                          earlyLaunchWorks.load(std::memory_order_relaxed);
+  const cudaEvent_t completion = LaunchCompletion::eventToCarry();
+  cudaError_t err = launchOnce(kernel, blocks, threads, stream, params, attributed, completion);
+  // A launch error is not sticky: clear it and try again without what may have caused it, first the
+  // caller's event (the attribute takes only events with timing off), then the early-launch attribute.
+  if (err != cudaSuccess && completion != nullptr) {
+    cudaGetLastError();
+    err = launchOnce(kernel, blocks, threads, stream, params, attributed, nullptr);
+    if (err == cudaSuccess) LaunchCompletion::refused();
+  }
+  if (err != cudaSuccess && attributed) {
+    cudaGetLastError();
+    err = launchOnce(kernel, blocks, threads, stream, params, false, nullptr);
     if (err == cudaSuccess) earlyLaunchWorks.store(false, std::memory_order_relaxed);  // only it failed
-  } else {
-    err = launchOnce(kernel, blocks, threads, stream, params, false);
   }
   // A failed launch queued nothing, so the stream still ends in what ran before, perhaps a kernel
   // launched early: record it as such (only early grids carry the attribute there next).

@@ -387,7 +387,9 @@ def scenario_max_ctas(r: Rank) -> None:
 def scenario_coll_config(r: Rank) -> None:
     """ncclAllReduceConfig with a launch-completion event, eager and replayed from a CUDA graph: the
     result matches NumPy and the event was recorded (a never-recorded event has no elapsed time), in
-    the graph at each replay; a forced algSelection is refused without running anything."""
+    the graph at each replay. An event with timing off is carried by the kernel, and work that another
+    stream orders after it runs; a timed one, which kernels cannot carry, is logged once however often
+    it is passed (the test counts the lines). A forced algSelection is refused without running anything."""
     n, count = r.size, 4099
     lib = r.nccl.lib
     inputs = [pattern(count, k).astype(np.float32) for k in range(n)]
@@ -402,11 +404,26 @@ def scenario_coll_config(r: Rank) -> None:
         return lib.ncclAllReduceConfig(ptr(send), ptr(recv), count, 7, 0, r.comm.handle, stream, config)
 
     before = cp.cuda.Event()
-    before.record(r.stream)
+    for _ in range(2):
+        before.record(r.stream)
+        r.nccl.check(all_reduce(), r.comm.handle)
+        r.stream.synchronize()
+        cp.cuda.get_elapsed_time(before, launched)  # raises unless the call recorded it
+        assert np.array_equal(recv.get(), expected), "coll_config eager all-reduce wrong"
+
+    carried = cp.cuda.Event(disable_timing=True)
+    config.launchCompletionEvent = ffi.cast("void*", carried.ptr)
+    beside = cp.cuda.Stream(non_blocking=True)
+    recv.fill(0)
+    marks = cp.zeros(1, dtype=cp.int32)
     r.nccl.check(all_reduce(), r.comm.handle)
+    beside.wait_event(carried)
+    with beside:
+        marks += 1
+    beside.synchronize()
     r.stream.synchronize()
-    cp.cuda.get_elapsed_time(before, launched)  # raises unless the call recorded it
-    assert np.array_equal(recv.get(), expected), "coll_config eager all-reduce wrong"
+    assert int(marks.get()[0]) == 1, "work ordered after the carried event did not run"
+    assert np.array_equal(recv.get(), expected), "coll_config all-reduce with a carried event wrong"
 
     launched = cp.cuda.Event()
     config.launchCompletionEvent = ffi.cast("void*", launched.ptr)
