@@ -11,8 +11,8 @@
 #include "native/algorithms/send_recv.h"
 #include "native/bootstrap/sha256.h"
 #include "native/common/arithmetic.h"
-#include "native/common/env.h"
 #include "native/common/logging.h"
+#include "native/common/parameters.h"
 #include "native/fallback/fallback_mode.h"
 #include "native/routed_communicator.h"
 #include "native/stall_monitor.h"
@@ -23,8 +23,6 @@
 namespace mscclpp_nccl {
 namespace {
 
-constexpr size_t kDefaultScratchBytes = 8ull << 20;
-constexpr size_t kDefaultChunkScratchBytes = 32ull << 20;
 constexpr size_t kMinChunkSlotBytes = 4096;
 constexpr size_t kMaxChunkSlotBytes = 256 * 1024;
 constexpr int kShareIdTag = 0x5eed;
@@ -34,7 +32,7 @@ size_t signalCountersAt(int nranks) { return roundUp(zeroCopyFlagBytes(nranks), 
 
 // Scratch per rank: MSCCLPP_NCCL_SCRATCH_BYTES, rounded so every slot holds whole packets.
 size_t slotPacketsFor(int nranks) {
-  size_t bytes = static_cast<size_t>(envInt("MSCCLPP_NCCL_SCRATCH_BYTES", kDefaultScratchBytes));
+  size_t bytes = static_cast<size_t>(readInteger(Param::kScratchBytes));
   size_t slot = bytes / packetScratchBytes(nranks, 1);
   return std::max<size_t>(slot, 32);
 }
@@ -44,8 +42,9 @@ size_t slotPacketsFor(int nranks) {
 size_t chunkSlotBytesFor(int blocks, int nranks) {
   if (nranks > kMaxChunkRanks) return 0;
   // The variable's earlier name, MSCCLPP_NCCL_LANE_SCRATCH_BYTES, still counts where the new one is unset.
-  const int64_t earlier = envInt("MSCCLPP_NCCL_LANE_SCRATCH_BYTES", kDefaultChunkScratchBytes);
-  size_t bytes = static_cast<size_t>(envInt("MSCCLPP_NCCL_CHUNK_SCRATCH_BYTES", earlier));
+  const Parameter& chunk = parameter(Param::kChunkScratchBytes);
+  size_t bytes =
+      static_cast<size_t>(parameterSet(chunk) ? readInteger(chunk) : readInteger(Param::kLaneScratchBytes));
   size_t slot =
       bytes / (static_cast<size_t>(blocks) * nranks * kChunkStages) / kChunkAlignment * kChunkAlignment;
   return std::clamp(slot, kMinChunkSlotBytes, kMaxChunkSlotBytes);
@@ -130,7 +129,7 @@ Status Communicator::connect(std::unique_ptr<Bootstrap> bootstrap, CommRole role
     transports_.direct.mappedTable = mapped_->deviceTable();
     selector_.setMapsBuffers(true);
   }
-  MSCCLPP_TRY(order_.init(envInt("NCCL_GRAPH_MIXING_SUPPORT", 1) != 0, transports_.packets.steps.ticket));
+  MSCCLPP_TRY(order_.init(readInteger(Param::kGraphMixingSupport) != 0, transports_.packets.steps.ticket));
   const double transportsMs = lap();
   MSCCLPP_TRY(bootstrap_->barrier());
   // From here a peer's death stops this communicator's kernels and shows in asyncError().
@@ -216,7 +215,7 @@ Status Communicator::agreeOnLayout(CommRole role, NativeLayout* layout) {
   agreements.assign(nranks_, Agreement{});
   agreements[rank_] = {
       slotPacketsFor(nranks_),     chunkSlotBytesFor(layout->chunkBlocks, nranks_),
-      selector_.fingerprint(),     envInt("MSCCLPP_NCCL_ZERO_COPY", 1) != 0 ? 1u : 0u,
+      selector_.fingerprint(),     readInteger(Param::kZeroCopy) != 0 ? 1u : 0u,
       static_cast<uint64_t>(grid), BlockShare::held(grid) > grid && role.maxCtas == 0 ? 1u : 0u};
   MSCCLPP_TRY(bootstrap_->allGather(agreements.data(), sizeof(Agreement)));
   layout->slotPackets = agreements[0].slotPackets;
@@ -242,7 +241,7 @@ Status Communicator::agreeOnLayout(CommRole role, NativeLayout* layout) {
   MSCCLPP_CUDA_TRY(cudaDeviceGetAttribute(&computeMajor, cudaDevAttrComputeCapabilityMajor, device_));
   // Not inside a routed communicator: its kernels' neighbours on the stream are stock's, whose own launch
   // we do not know to wait before reading what ours wrote.
-  selector_.setEarlyLaunch(computeMajor >= 9 && envInt("MSCCLPP_NCCL_EARLY_LAUNCH", 1) != 0 &&
+  selector_.setEarlyLaunch(computeMajor >= 9 && readInteger(Param::kEarlyLaunch) != 0 &&
                            role.policy == PathPolicy::kDecide);
   return Status::kSuccess;
 }
@@ -281,7 +280,7 @@ Status Communicator::createTransports(const NativeLayout& layout) {
   packets.wait.abortFlag = deviceFlags;
   packets.wait.errorFlag = deviceFlags + 1;
   packets.wait.stopped = reinterpret_cast<int*>(deviceCounters_ + counters.stopped);
-  packets.wait.timeoutNs = envSecondsAsNs("MSCCLPP_NCCL_WAIT_TIMEOUT", 0.0);
+  packets.wait.timeoutNs = readNanoseconds(Param::kWaitTimeout);
   packets.wait.rank = rank_;
   MSCCLPP_TRY(StallWatch::create(rank_, nranks_, commHash_, &stallWatch_));
   if (stallWatch_) {
@@ -340,7 +339,7 @@ Status Communicator::connectRouted(const HostLayout& layout, CommPath path, int 
   MSCCLPP_TRY(RoutedComm::create(*bootstrap_, topology_, layout, path, std::move(intra), maxCtas, &routed_));
   costModel_ = CostModel(topology_.myGpuName, nranks_, 1, layout.nhosts());
   // Routed work publishes no tickets: each call's end is the `done` event (native/stream_order.h).
-  MSCCLPP_TRY(order_.init(envInt("NCCL_GRAPH_MIXING_SUPPORT", 1) != 0, nullptr));
+  MSCCLPP_TRY(order_.init(readInteger(Param::kGraphMixingSupport) != 0, nullptr));
   MSCCLPP_TRY(bootstrap_->barrier());
   MSCCLPP_TRY(bootstrap_->watchPeers([this](int peer) { onPeerLost(peer); }));
   return Status::kSuccess;
@@ -489,7 +488,7 @@ MappedCall Communicator::describeBuffers(const void* send, size_t sendBytes, con
                                          size_t recvBytes, uint64_t ticket, bool* capturing) {
   // A captured description is replayed for the graph's life: there, wait for the peers' mappings.
   *capturing = order_.capturing();
-  const double wait = *capturing ? envDouble("MSCCLPP_NCCL_ZERO_COPY_CAPTURE_WAIT", 2.0) : 0.0;
+  const double wait = *capturing ? readSeconds(Param::kZeroCopyCaptureWait) : 0.0;
   MappedCall mapped{};
   mapped.send.ready = mapped.recv.ready = 1;  // what peers never touch needs no mapping
   if (send) mapped_->describe(send, sendBytes, ticket, *capturing, wait, &mapped.send);

@@ -10,8 +10,8 @@
 
 #include "native/algorithms/registry.h"
 #include "native/collective_plans.h"
-#include "native/common/env.h"
 #include "native/common/logging.h"
+#include "native/common/parameters.h"
 #include "native/common/threads.h"
 #include "native/transport/cuda_check.h"
 #include "native/transport/host_identity.h"
@@ -110,10 +110,10 @@ bool hostsContiguous(const HostLayout& layout) {
 // our intra-host steps to a stock call that costs about as much as stock's own over all ranks. 128 KiB
 // is where the hierarchy's all_reduce overtook stock's for good on fake hosts joined by stock's socket
 // transport, at 2 hosts of 2 and of 4 on one H200 (perf/fake-hosts-2026-12-01.csv).
-constexpr int64_t kDefaultHierarchyMinBytes = 128 << 10;
+// That is MSCCLPP_NCCL_HIERARCHY_MIN_BYTES's default (native/common/parameters.cc).
 size_t hierarchyMinBytes() {
-  static const int64_t bytes = envInt("MSCCLPP_NCCL_HIERARCHY_MIN_BYTES", kDefaultHierarchyMinBytes);
-  return bytes >= 0 ? static_cast<size_t>(bytes) : kDefaultHierarchyMinBytes;
+  static const int64_t bytes = readInteger(Param::kHierarchyMinBytes);
+  return static_cast<size_t>(bytes >= 0 ? bytes : parameter(Param::kHierarchyMinBytes).number);
 }
 
 }  // namespace

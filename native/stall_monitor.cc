@@ -12,13 +12,13 @@
 
 #include "native/common/env.h"
 #include "native/common/logging.h"
+#include "native/common/parameters.h"
 #include "native/common/threads.h"
 #include "native/transport/cuda_check.h"
 
 namespace mscclpp_nccl {
 namespace {
 
-constexpr double kDefaultStallSeconds = 60.0;
 constexpr auto kLookEvery = std::chrono::milliseconds(500);
 // CUDA gives a context 8 hardware work queues; an MPS client gets 2 unless CUDA_DEVICE_MAX_CONNECTIONS
 // asks for more (measured with perf/mps_stream_probe.cu, 8 clients on one H100).
@@ -78,7 +78,7 @@ void lookForever() {
 
 Status StallWatch::create(int rank, int nranks, uint64_t commHash, std::unique_ptr<StallWatch>* out) {
   out->reset();
-  const uint64_t stallNs = envSecondsAsNs("MSCCLPP_NCCL_STALL_REPORT", kDefaultStallSeconds);
+  const uint64_t stallNs = readNanoseconds(Param::kStallReport);
   if (stallNs == 0) return Status::kSuccess;
   std::unique_ptr<StallWatch> watch(new StallWatch());
   watch->rank_ = rank;

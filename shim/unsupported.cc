@@ -48,65 +48,6 @@ NCCL_API(ncclResult_t, ncclSetEncryption, (const ncclEncryptionConfig_t* config)
   return notImplemented("ncclSetEncryption");
 }
 
-// ---- nccl.h: runtime parameters -----------------------------------------------------------------
-
-NCCL_API(ncclResult_t, ncclParamBind, (ncclParamHandle_t * out, const char* key), out, key) {
-  return notImplemented("ncclParamBind");
-}
-
-NCCL_API(ncclResult_t, ncclParamGetI8, (ncclParamHandle_t h, int8_t* out), h, out) {
-  return notImplemented("ncclParamGetI8");
-}
-
-NCCL_API(ncclResult_t, ncclParamGetI16, (ncclParamHandle_t h, int16_t* out), h, out) {
-  return notImplemented("ncclParamGetI16");
-}
-
-NCCL_API(ncclResult_t, ncclParamGetI32, (ncclParamHandle_t h, int32_t* out), h, out) {
-  return notImplemented("ncclParamGetI32");
-}
-
-NCCL_API(ncclResult_t, ncclParamGetI64, (ncclParamHandle_t h, int64_t* out), h, out) {
-  return notImplemented("ncclParamGetI64");
-}
-
-NCCL_API(ncclResult_t, ncclParamGetU8, (ncclParamHandle_t h, uint8_t* out), h, out) {
-  return notImplemented("ncclParamGetU8");
-}
-
-NCCL_API(ncclResult_t, ncclParamGetU16, (ncclParamHandle_t h, uint16_t* out), h, out) {
-  return notImplemented("ncclParamGetU16");
-}
-
-NCCL_API(ncclResult_t, ncclParamGetU32, (ncclParamHandle_t h, uint32_t* out), h, out) {
-  return notImplemented("ncclParamGetU32");
-}
-
-NCCL_API(ncclResult_t, ncclParamGetU64, (ncclParamHandle_t h, uint64_t* out), h, out) {
-  return notImplemented("ncclParamGetU64");
-}
-
-NCCL_API(ncclResult_t, ncclParamGetStr, (ncclParamHandle_t h, const char** out), h, out) {
-  return notImplemented("ncclParamGetStr");
-}
-
-NCCL_API(ncclResult_t, ncclParamGet, (ncclParamHandle_t h, void* out, int maxLen, int* len), h, out, maxLen,
-         len) {
-  return notImplemented("ncclParamGet");
-}
-
-NCCL_API(ncclResult_t, ncclParamGetParameter, (const char* key, const char** value, int* valueLen), key,
-         value, valueLen) {
-  return notImplemented("ncclParamGetParameter");
-}
-
-NCCL_API(ncclResult_t, ncclParamGetAllParameterKeys, (const char*** table, int* tableLen), table, tableLen) {
-  return notImplemented("ncclParamGetAllParameterKeys");
-}
-
-// There is no parameter registry to dump.
-NCCL_API(void, ncclParamDumpAll, (void)) {}
-
 // ---- Debug re-initialisation --------------------------------------------------------------------
 
 // Logging reads NCCL_DEBUG when first used; there is nothing to reset.

@@ -87,7 +87,6 @@ int ncclSetEncryption(void*);
 int ncclSignal(int, int, int, unsigned int, void*, void*);
 int ncclPutSignal(const void*, size_t, int, int, void*, size_t, int, int, unsigned int, void*, void*);
 int ncclWaitSignal(int, void*, void*, void*);
-int ncclParamBind(void*, const char*);
 """
 
 ffi = cffi.FFI()
@@ -401,7 +400,6 @@ def test_team_queries_refuse_unusable_comms(lib: Any) -> None:
 def test_unimplemented_entry_points_say_so(lib: Any) -> None:
     for name, call in {
         "ncclSetEncryption": lambda: lib.ncclSetEncryption(NULL),
-        "ncclParamBind": lambda: lib.ncclParamBind(ffi.new("void**"), b"x"),
     }.items():
         expect(lib, call, INVALID_USAGE, name, "not implemented")
 

@@ -18,6 +18,7 @@ from stock_nccl import require_cuda_include
 
 SOURCES = [
     "native/common/env.cc",
+    "native/common/parameters.cc",
     "native/common/logging.cc",
     "native/transport/block_share.cc",
     "tests/block_share_driver.cc",

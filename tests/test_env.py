@@ -1,4 +1,4 @@
-"""CPU test of how durations are read from the environment (native/common/env.cc, through
+"""CPU test of how durations are read from the environment (native/common/parameters.cc, through
 tests/env_driver.cc): MSCCLPP_NCCL_WAIT_TIMEOUT becomes the kernels' nanoseconds without an undefined
 conversion, whatever the text (a negative value must not wrap around to a huge unsigned one)."""
 
@@ -11,7 +11,12 @@ from pathlib import Path
 import pytest
 from host_build import build_driver, driver_env
 
-SOURCES = ["tests/env_driver.cc", "native/common/env.cc", "native/common/logging.cc"]
+SOURCES = [
+    "tests/env_driver.cc",
+    "native/common/env.cc",
+    "native/common/parameters.cc",
+    "native/common/logging.cc",
+]
 MAX_NS = 10**18  # the clamp: 1e9 s
 
 

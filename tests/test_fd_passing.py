@@ -28,6 +28,7 @@ SOURCES = [
     "native/bootstrap/rendezvous.cc",
     "native/bootstrap/socket.cc",
     "native/common/env.cc",
+    "native/common/parameters.cc",
     "native/common/json.cc",
     "native/common/logging.cc",
     "native/common/threads.cc",

@@ -23,6 +23,7 @@ SOURCES = [
     "native/fallback/fallback_mode.cc",
     "native/transport/host_identity.cc",
     "native/common/env.cc",
+    "native/common/parameters.cc",
     "native/common/logging.cc",
 ]
 

@@ -20,6 +20,7 @@ SOURCES = [
     "native/common/json.cc",
     "native/common/logging.cc",
     "native/common/env.cc",
+    "native/common/parameters.cc",
     "native/algorithms/tuning_table.cc",
     "native/algorithms/registry.cc",
     "native/algorithms/collective_names.cc",

@@ -32,6 +32,7 @@ SOURCES = [
     "native/fallback/ld_cache.cc",
     "native/common/logging.cc",
     "native/common/env.cc",
+    "native/common/parameters.cc",
 ]
 # AddressSanitizer aborts on the RTLD_DEEPBIND load and must come first among the preloads.
 UBSAN = ["-fsanitize=undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer"]

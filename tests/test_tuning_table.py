@@ -21,6 +21,7 @@ SOURCES = [
     "native/common/json.cc",
     "native/common/logging.cc",
     "native/common/env.cc",
+    "native/common/parameters.cc",
     "native/algorithms/tuning_table.cc",
     "tests/tuning_driver.cc",
 ]

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <atomic>
 
-#include "native/common/env.h"
 #include "native/common/logging.h"
+#include "native/common/parameters.h"
 
 namespace mscclpp_nccl {
 namespace {
@@ -98,12 +98,12 @@ void AlgorithmSelector::init(const std::string& gpuName, int nranks, int ranksPe
   nranks_ = nranks;
   residentBlocks_ = std::max(1, residentBlocks);
 
-  std::string forced = envString("MSCCLPP_NCCL_ALGO");
+  std::string forced = readText(Param::kAlgo);
   if (!forced.empty() && !parseForcedAlgorithms(forced, &forced_))
     logWarn("ignoring MSCCLPP_NCCL_ALGO=%s", forced.c_str());
   fingerprint_ = fnv1a(forced);
 
-  std::string path = envString("MSCCLPP_NCCL_TUNING_FILE");
+  std::string path = readText(Param::kTuningFile);
   if (path.empty()) path = shippedTablePath();
   if (!path.empty() && fileExists(path)) {
     TuningTable full;
@@ -126,7 +126,7 @@ void AlgorithmSelector::init(const std::string& gpuName, int nranks, int ranksPe
       // load() already printed why; say what happens instead.
       logWarn("ignoring tuning table %s; using built-in rules", path.c_str());
     }
-  } else if (!envString("MSCCLPP_NCCL_TUNING_FILE").empty()) {
+  } else if (!readText(Param::kTuningFile).empty()) {
     logWarn("MSCCLPP_NCCL_TUNING_FILE=%s does not exist; using built-in rules", path.c_str());
   }
 }

@@ -37,7 +37,6 @@
 #include "native/bootstrap/key_proof.h"
 #include "native/bootstrap/rendezvous.h"
 #include "native/bootstrap/socket.h"
-#include "native/common/env.h"
 #include "native/common/logging.h"
 
 namespace mscclpp_nccl {

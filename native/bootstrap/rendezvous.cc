@@ -18,6 +18,7 @@
 #include "native/bootstrap/sha256.h"
 #include "native/common/env.h"
 #include "native/common/logging.h"
+#include "native/common/parameters.h"
 
 namespace mscclpp_nccl {
 namespace {
@@ -37,7 +38,7 @@ struct Hello {
 
 // A warning that shows without NCCL_DEBUG too: it is about who else can join the job.
 void warnAlways(const std::string& text) {
-  const std::string level = envString("NCCL_DEBUG");
+  const std::string level = readText(Param::kDebug);
   if (strcasecmp(level.c_str(), "WARN") == 0 || strcasecmp(level.c_str(), "INFO") == 0 ||
       strcasecmp(level.c_str(), "TRACE") == 0)
     logWarn("%s", text.c_str());
@@ -398,7 +399,7 @@ class RootRequest {
 }  // namespace
 
 double bootstrapTimeoutSeconds() {
-  double seconds = envDouble("MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT", 300.0);
+  double seconds = readSeconds(Param::kBootstrapTimeout);
   return seconds > 0 ? seconds : 300.0;
 }
 
@@ -407,7 +408,7 @@ Status bootstrapCreateUniqueId(UniqueId* out, bool ignoreCommIdEnv) {
   IdLayout id;
   memset(&id, 0, sizeof(id));
   id.magic = kIdMagic;
-  const std::string commId = ignoreCommIdEnv ? std::string() : envString("NCCL_COMM_ID");
+  const std::string commId = ignoreCommIdEnv ? std::string() : readText(Param::kCommId);
   if (!commId.empty()) {
     if (!ok(parseAddress(commId, &id.root))) {
       std::string why = lastError();

@@ -15,8 +15,8 @@
 #include <cstring>
 #include <vector>
 
-#include "native/common/env.h"
 #include "native/common/logging.h"
+#include "native/common/parameters.h"
 
 namespace mscclpp_nccl {
 namespace {
@@ -37,7 +37,7 @@ bool aborted(const std::atomic<bool>* flag) { return flag && flag->load(); }
 
 // NCCL_SOCKET_FAMILY: AF_INET or AF_INET6 restricts the family; anything else leaves it open.
 int familyFromEnv() {
-  std::string family = envString("NCCL_SOCKET_FAMILY");
+  std::string family = readText(Param::kSocketFamily);
   if (family == "AF_INET") return AF_INET;
   if (family == "AF_INET6") return AF_INET6;
   if (!family.empty())
@@ -185,7 +185,7 @@ Status parseAddress(const std::string& text, SocketAddress* out) {
 
 Status selectInterfaceAddress(SocketAddress* out, std::string* ifName) {
   const int family = familyFromEnv();
-  const std::string spec = envString("NCCL_SOCKET_IFNAME");
+  const std::string spec = readText(Param::kSocketIfname);
   const InterfaceFilter filter(spec);
 
   ifaddrs* list = nullptr;
@@ -222,7 +222,7 @@ Status selectInterfaceAddress(SocketAddress* out, std::string* ifName) {
   } else {
     status = fail(Status::kSystemError, "no usable network interface matches NCCL_SOCKET_IFNAME=%s%s%s",
                   spec.c_str(), family == AF_UNSPEC ? "" : " and NCCL_SOCKET_FAMILY=",
-                  family == AF_UNSPEC ? "" : envString("NCCL_SOCKET_FAMILY").c_str());
+                  family == AF_UNSPEC ? "" : readText(Param::kSocketFamily).c_str());
   }
   if (list) freeifaddrs(list);
   return status;

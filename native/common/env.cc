@@ -1,6 +1,5 @@
 #include "native/common/env.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -36,10 +35,6 @@ double envDouble(const char* name, double fallback) {
     return fallback;
   }
   return parsed;
-}
-
-uint64_t envSecondsAsNs(const char* name, double fallbackSeconds) {
-  return static_cast<uint64_t>(std::clamp(envDouble(name, fallbackSeconds), 0.0, 1e9) * 1e9);
 }
 
 }  // namespace mscclpp_nccl

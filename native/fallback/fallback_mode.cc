@@ -2,10 +2,10 @@
 
 #include <strings.h>
 
-#include <cstdlib>
 #include <cstring>
 
 #include "native/common/logging.h"
+#include "native/common/parameters.h"
 
 namespace mscclpp_nccl {
 
@@ -17,7 +17,7 @@ FallbackMode parseFallbackMode(const char* text) {
   return FallbackMode::kHierarchical;
 }
 
-FallbackMode fallbackMode() { return parseFallbackMode(getenv("MSCCLPP_NCCL_FALLBACK")); }
+FallbackMode fallbackMode() { return parseFallbackMode(readText(Param::kFallback).c_str()); }
 
 const char* fallbackModeName(FallbackMode mode) {
   switch (mode) {

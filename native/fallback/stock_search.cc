@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "native/common/env.h"
+#include "native/common/parameters.h"
 #include "native/fallback/ld_cache.h"
 
 namespace mscclpp_nccl {
@@ -126,8 +126,8 @@ std::vector<std::string> loaderSearchDirectories() {
 
 StockSearch stockSearchFromProcess() {
   StockSearch search;
-  search.fallbackLib = envString("MSCCLPP_NCCL_FALLBACK_LIB");
-  const std::string sites = envString("MSCCLPP_NCCL_PYTHON_SITE");
+  search.fallbackLib = readText(Param::kFallbackLib);
+  const std::string sites = readText(Param::kPythonSite);
   if (!sites.empty()) {
     search.pythonSites = splitList(sites, ':');
     search.pythonSitesOrigin = "MSCCLPP_NCCL_PYTHON_SITE";

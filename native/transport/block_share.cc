@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <array>
 
-#include "native/common/env.h"
+#include "native/common/parameters.h"
 #include "native/device/grid_limits.h"
 
 namespace mscclpp_nccl {
@@ -41,7 +41,7 @@ int BlockShare::rankShare(int smCount, int ranksOnGpu) {
 
 int BlockShare::earlyBlocks(int grid) {
   // With early launch off (MSCCLPP_NCCL_EARLY_LAUNCH=0) no kernel parks: a communicator holds one grid.
-  static const bool earlyLaunch = envInt("MSCCLPP_NCCL_EARLY_LAUNCH", 1) != 0;
+  static const bool earlyLaunch = readInteger(Param::kEarlyLaunch) != 0;
   return earlyLaunch ? std::min(kEarlyLaunchMaxBlocks, grid / 2) : 0;
 }
 

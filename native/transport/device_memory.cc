@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "native/common/env.h"
 #include "native/common/logging.h"
+#include "native/common/parameters.h"
 #include "native/transport/cuda_check.h"
 #include "native/transport/cuda_driver.h"
 
@@ -66,7 +66,7 @@ Status allocateWithCudaMalloc(size_t bytes, void** ptr) {
 Status cuMemUsable(const CudaDriver* drv, CUdevice dev, int ordinal, bool* usable, bool* rdma) {
   *usable = false;
   *rdma = false;
-  if (envInt("NCCL_CUMEM_ENABLE", 1) == 0) {
+  if (readInteger(Param::kCumemEnable) == 0) {
     MSCCLPP_INFO(kAlloc, "NCCL_CUMEM_ENABLE=0: device memory comes from cudaMalloc");
     return Status::kSuccess;
   }

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "native/common/env.h"
+#include "native/common/parameters.h"
 
 namespace mscclpp_nccl {
 namespace {
@@ -31,9 +31,7 @@ uint64_t layoutHostId(uint64_t physical, const std::string& override) {
   return fnv1a(std::to_string(physical) + "#" + override);
 }
 
-uint64_t layoutHostIdFromEnv(uint64_t physical) {
-  return layoutHostId(physical, envString("MSCCLPP_NCCL_HOST_ID"));
-}
+uint64_t layoutHostIdFromEnv(uint64_t physical) { return layoutHostId(physical, readText(Param::kHostId)); }
 
 std::string stockHostId(uint64_t physical, uint64_t layout) {
   if (layout == physical) return "";
