@@ -14,7 +14,7 @@
 //   nvcc -std=c++17 -O3 -I. --expt-relaxed-constexpr -arch=sm_90 -o build/packet_kernel_bench \
 //     perf/packet_kernel_bench.cu native/algorithms/exchange_packet.cu \
 //     native/algorithms/allreduce_one_shot_packet.cu native/algorithms/allreduce_two_shot_packet.cu \
-//     native/algorithms/kernel_launch.cc \
+//     native/algorithms/kernel_launch.cc native/algorithms/launch_completion.cc \
 //     native/algorithms/launch_record.cc native/algorithms/collective_names.cc native/collective_plans.cc \
 //     native/common/logging.cc native/common/env.cc native/transport/cuda_driver.cc
 // Run:  build/packet_kernel_bench NRANKS [MIN_BYTES [MAX_BYTES [BLOCKS [COLLECTIVES]]]]
