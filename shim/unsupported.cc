@@ -42,12 +42,6 @@ int noRank(const char* function) {
 
 }  // namespace
 
-// ---- nccl.h: socket encryption ------------------------------------------------------------------
-
-NCCL_API(ncclResult_t, ncclSetEncryption, (const ncclEncryptionConfig_t* config), config) {
-  return notImplemented("ncclSetEncryption");
-}
-
 // ---- Debug re-initialisation --------------------------------------------------------------------
 
 // Logging reads NCCL_DEBUG when first used; there is nothing to reset.

@@ -397,11 +397,18 @@ def test_team_queries_refuse_unusable_comms(lib: Any) -> None:
             assert name in ffi.string(lib.ncclGetLastError(NULL)).decode()
 
 
-def test_unimplemented_entry_points_say_so(lib: Any) -> None:
-    for name, call in {
-        "ncclSetEncryption": lambda: lib.ncclSetEncryption(NULL),
-    }.items():
-        expect(lib, call, INVALID_USAGE, name, "not implemented")
+def test_encryption_none_is_accepted_and_a_key_refused(lib: Any) -> None:
+    # size, magic, version, mode, psk: NCCL_ENCRYPTION_CONFIG_INITIALIZER's layout.
+    config = ffi.new("uint64_t[4]", [32, 0xCAFEBEEF | (23203 << 32), 0, 0])
+    fields = ffi.cast("int*", config)
+    assert lib.ncclSetEncryption(NULL) == 0
+    assert lib.ncclSetEncryption(config) == 0  # mode NONE
+    fields[4] = 1  # mode PSK
+    expect(lib, lambda: lib.ncclSetEncryption(config), INVALID_USAGE, "ncclSetEncryption", "pre-shared key")
+    fields[4] = 7
+    expect(lib, lambda: lib.ncclSetEncryption(config), INVALID_ARGUMENT, "unknown mode 7")
+    fields[2] = 0  # magic
+    expect(lib, lambda: lib.ncclSetEncryption(config), INVALID_ARGUMENT, "bad magic")
 
 
 def test_one_sided_calls_check_the_comm_first(lib: Any) -> None:
