@@ -216,6 +216,18 @@ class Nccl:
         self.check(self.lib.ncclGetVersion(v))
         return int(v[0])
 
+    def parameters(self) -> dict[str, str]:
+        """Every parameter the library reads (ncclParamGetAllParameterKeys), with the value it uses."""
+        table, count = ffi.new("const char***"), ffi.new("int*")
+        self.check(self.lib.ncclParamGetAllParameterKeys(table, count))
+        keys = [ffi.string(table[0][i]) for i in range(count[0])]
+        value, length = ffi.new("const char**"), ffi.new("int*")
+        found: dict[str, str] = {}
+        for key in keys:
+            self.check(self.lib.ncclParamGetParameter(key, value, length))
+            found[key.decode()] = ffi.unpack(value[0], length[0]).decode(errors="replace")
+        return found
+
     def get_unique_id(self) -> Any:
         uid = ffi.new("ncclUniqueId*")
         self.check(self.lib.ncclGetUniqueId(uid))

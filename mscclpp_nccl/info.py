@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from . import VERSION
 from ._library import build_info, library_path
 from .gpus import nvidia_smi_lines
@@ -29,10 +31,15 @@ def describe() -> tuple[list[str], bool]:
     try:
         from .binding import Nccl, version_tuple
 
-        code = Nccl.load(path).version()
+        nccl = Nccl.load(path)
+        code = nccl.version()
         major, minor, patch = version_tuple(code)
         lines.append(f"version:   {major}.{minor}.{patch} (code {code})")
         lines.append(f"NCCL API:  {major}.{minor}")
+        # The library's parameters set in this environment, as it reads them (an invalid value: its default).
+        settings = [f"{k}={v}" for k, v in sorted(nccl.parameters().items()) if os.environ.get(k)]
+        lines.append("settings:  " + (settings[0] if settings else "none (every parameter at its default)"))
+        lines += [f"           {setting}" for setting in settings[1:]]
     except Exception as e:  # not built, not loadable, or cffi missing: say so, do not crash
         ok = False
         lines.append(f"version:   unavailable ({e})")

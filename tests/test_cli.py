@@ -65,6 +65,21 @@ def test_info_shows_version(nccl_lib: Path) -> None:
     assert "GPUs:" in r.stdout
 
 
+def test_info_shows_the_parameters_set(nccl_lib: Path) -> None:
+    from mscclpp_nccl.binding import Nccl
+
+    cleared = dict.fromkeys(Nccl.load(nccl_lib).parameters(), "")  # empty counts as unset
+    r = cli("info", env=cleared)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "settings:  none (every parameter at its default)\n" in r.stdout, r.stdout
+    env = {**cleared, "MSCCLPP_NCCL_SCRATCH_BYTES": "1048576", "MSCCLPP_NCCL_ZERO_COPY": "no"}
+    r = cli("info", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # As the library reads them: an unparsable value counts as the default.
+    assert "settings:  MSCCLPP_NCCL_SCRATCH_BYTES=1048576\n" in r.stdout, r.stdout
+    assert "           MSCCLPP_NCCL_ZERO_COPY=1\n" in r.stdout, r.stdout
+
+
 def test_selfcheck_without_gpu_says_so() -> None:
     # CUDA_VISIBLE_DEVICES="" hides every GPU, so this holds on a GPU machine too. Nothing was checked:
     # exit 3, never 0.
