@@ -9,7 +9,7 @@ import re
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +27,10 @@ def lib(nccl_lib: Path) -> Any:
 
 
 @pytest.fixture
-def environment() -> Iterator[dict[str, str]]:
+def environment() -> Iterator[MutableMapping[str, str]]:
     """os.environ, restored afterwards (the library reads the process's environment at each query)."""
     saved = dict(os.environ)
-    yield os.environ  # type: ignore[misc]
+    yield os.environ
     os.environ.clear()
     os.environ.update(saved)
 
@@ -81,7 +81,7 @@ def test_the_table_is_what_readme_lists(lib: Any) -> None:
         assert f"`{key}`" in section, f"{key} is not in README.md's environment variables"
 
 
-def test_unset_parameters_read_as_their_defaults(lib: Any, environment: dict[str, str]) -> None:
+def test_unset_parameters_read_as_their_defaults(lib: Any, environment: MutableMapping[str, str]) -> None:
     for key in ("MSCCLPP_NCCL_SCRATCH_BYTES", "MSCCLPP_NCCL_STALL_REPORT", "NCCL_DEBUG_TIMESTAMP_FORMAT"):
         environment.pop(key, None)
     assert parameter(lib, "MSCCLPP_NCCL_SCRATCH_BYTES") == str(8 << 20)
@@ -92,7 +92,7 @@ def test_unset_parameters_read_as_their_defaults(lib: Any, environment: dict[str
     assert value[0] == 8 << 20
 
 
-def test_values_are_read_at_each_query(lib: Any, environment: dict[str, str]) -> None:
+def test_values_are_read_at_each_query(lib: Any, environment: MutableMapping[str, str]) -> None:
     handle, value = bind(lib, "MSCCLPP_NCCL_ZERO_COPY"), ffi.new("int64_t*")
     for text, expected in (("0", 0), ("0x10", 16), ("-3", -3), ("12abc", 1)):  # unparsable: the default
         environment["MSCCLPP_NCCL_ZERO_COPY"] = text
@@ -107,7 +107,7 @@ def test_values_are_read_at_each_query(lib: Any, environment: dict[str, str]) ->
     assert parameter(lib, "MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT") == "2.5"
 
 
-def test_raw_reads_copy_the_native_value(lib: Any, environment: dict[str, str]) -> None:
+def test_raw_reads_copy_the_native_value(lib: Any, environment: MutableMapping[str, str]) -> None:
     environment["MSCCLPP_NCCL_HIERARCHY_MIN_BYTES"] = "4096"
     environment["MSCCLPP_NCCL_WAIT_TIMEOUT"] = "1.5"
     environment["MSCCLPP_NCCL_HOST_ID"] = "rack7"
