@@ -15,20 +15,17 @@ std::atomic<cudaEvent_t> lastRefused{nullptr};
 }  // namespace
 
 LaunchCompletion::LaunchCompletion(cudaEvent_t event, cudaStream_t stream) : outer_(tlsScope) {
+  tlsScope = this;  // even without an event: an enclosing scope's must not reach this call's kernels
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (event == nullptr) return;
   if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) {
     cudaGetLastError();  // not sticky; the launch reports what is wrong with the stream
     return;
   }
-  if (capture != cudaStreamCaptureStatusNone) return;
-  event_ = event;
-  tlsScope = this;
+  if (capture == cudaStreamCaptureStatusNone) event_ = event;
 }
 
-LaunchCompletion::~LaunchCompletion() {
-  if (event_ != nullptr) tlsScope = outer_;
-}
+LaunchCompletion::~LaunchCompletion() { tlsScope = outer_; }
 
 cudaEvent_t LaunchCompletion::eventToCarry() {
   if (tlsScope == nullptr || tlsScope->event_ == lastRefused.load(std::memory_order_relaxed)) return nullptr;
@@ -36,7 +33,7 @@ cudaEvent_t LaunchCompletion::eventToCarry() {
 }
 
 void LaunchCompletion::refused() {
-  if (tlsScope == nullptr ||
+  if (tlsScope == nullptr || tlsScope->event_ == nullptr ||
       lastRefused.exchange(tlsScope->event_, std::memory_order_relaxed) == tlsScope->event_)
     return;
   MSCCLPP_INFO(

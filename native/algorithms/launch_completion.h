@@ -12,7 +12,7 @@ namespace mscclpp_nccl {
 
 class LaunchCompletion {
  public:
-  // `event` null, or `stream` capturing: the scope does nothing (a capture keeps the shim's record).
+  // `event` null, or `stream` capturing: the kernels carry nothing (a capture keeps the shim's record).
   LaunchCompletion(cudaEvent_t event, cudaStream_t stream);
   ~LaunchCompletion();
   LaunchCompletion(const LaunchCompletion&) = delete;
