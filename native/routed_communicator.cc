@@ -429,7 +429,7 @@ void RoutedComm::abort() {
   std::vector<std::function<void()>> aborts;
   for (StockComm* comm : {rail_.get(), world_.get()})
     if (comm) aborts.emplace_back([comm] { comm->abort(); });
-  runConcurrently(aborts, "aborting the stock communicators");
+  runConcurrently(aborts, "aborting the stock communicators", "Abort");
 }
 
 }  // namespace mscclpp_nccl

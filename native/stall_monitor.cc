@@ -97,7 +97,7 @@ Status StallWatch::create(int rank, int nranks, uint64_t commHash, std::unique_p
     std::lock_guard<std::mutex> lock(m.mutex);
     if (!m.started) {
       std::thread thread;
-      if (!ok(startThread(&thread, lookForever, "the stall monitor"))) {
+      if (!ok(startThread(&thread, lookForever, "the stall monitor", "StallWatch"))) {
         logWarn("stall reports are off: %s", lastError());
         return Status::kSuccess;  // the watch is dropped: kernels get no report to write
       }

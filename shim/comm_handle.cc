@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "native/common/threads.h"
 #include "shim/group.h"
 #include "shim/handle_quarantine.h"
 
@@ -76,8 +77,10 @@ ncclResult_t startWorker(ncclComm* comm, const CommJob& job) {
     return toNccl(fail(Status::kInvalidUsage, "comm initialization: comm was destroyed before it started"));
   const ncclResult_t started = guardApi("comm initialization", [&] {
     auto use = std::make_shared<CommUse>(comm);
-    comm->worker =
-        std::thread([comm, job, use] { guardApi("comm initialization", [&] { runJob(comm, job); }); });
+    comm->worker = std::thread([comm, job, use] {
+      mscclpp_nccl::nameThisThread("Init");
+      guardApi("comm initialization", [&] { runJob(comm, job); });
+    });
     return ncclInProgress;
   });
   if (started != ncclInProgress) {

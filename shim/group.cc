@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "native/common/threads.h"
 #include "shim/enqueue.h"
 
 using mscclpp_nccl::fail;
@@ -150,6 +151,7 @@ ncclResult_t runConcurrently(size_t count, const std::function<ncclResult_t(size
     threads.reserve(count);
     for (size_t i = 0; i < count; ++i)
       threads.emplace_back([&, i] {
+        mscclpp_nccl::nameThisThread("Group");
         {
           std::unique_lock<std::mutex> lock(mutex);
           started.wait(lock, [&] { return decided; });

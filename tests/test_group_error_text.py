@@ -16,7 +16,14 @@ from host_build import REPO, build_driver, driver_env
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stock_nccl import require_cuda_include
 
-SOURCES = ["shim/group.cc", "native/common/logging.cc", "tests/group_error_text_driver.cc"]
+SOURCES = [
+    "shim/group.cc",
+    "native/common/threads.cc",
+    "native/common/parameters.cc",
+    "native/common/env.cc",
+    "native/common/logging.cc",
+    "tests/group_error_text_driver.cc",
+]
 INVALID_USAGE = 5
 INTERNAL_ERROR = 3
 

@@ -206,3 +206,25 @@ def test_dump_lists_every_parameter_on_stdout(nccl_lib: Path) -> None:
     listed, _ = readme_variables()
     for key in listed - {"MSCCLPP_NCCL_COMM_SECRET"}:
         assert any(line.startswith(f"{key} (") for line in lines), key
+
+
+@pytest.mark.parametrize("setting", ["1", "0"])
+def test_set_thread_name_names_the_helper_threads(nccl_lib: Path, setting: str) -> None:
+    # ncclGetUniqueId starts the rendezvous's root service on a thread of its own.
+    script = textwrap.dedent(
+        f"""
+        import os
+        from mscclpp_nccl.binding import ffi
+        lib = ffi.dlopen({str(nccl_lib)!r})
+        assert lib.ncclGetUniqueId(ffi.new("ncclUniqueId*")) == 0
+        for task in os.listdir("/proc/self/task"):
+            print(open(f"/proc/self/task/{{task}}/comm").read().strip())
+        """
+    )
+    env = {**os.environ, "NCCL_SET_THREAD_NAME": setting}
+    env.pop("NCCL_COMM_ID", None)  # with it, rank 0 serves the rendezvous at init instead
+    command = [sys.executable, "-c", script]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    names = done.stdout.split("\n")
+    assert ("NCCL Rendezvous" in names) == (setting == "1"), names

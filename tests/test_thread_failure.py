@@ -16,6 +16,8 @@ SOURCES = [
     "tests/thread_failure_driver.cc",
     "tests/thread_refusal.cc",
     "native/common/threads.cc",
+    "native/common/parameters.cc",
+    "native/common/env.cc",
     "native/common/logging.cc",
 ]
 SYSTEM_ERROR = 2  # Status::kSystemError, ncclSystemError

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "start") == 0) {
     std::thread thread;
     bool ran = false;
-    const Status status = startThread(&thread, [&] { ran = true; }, "driver");
+    const Status status = startThread(&thread, [&] { ran = true; }, "driver", "Driver");
     joinThread(&thread);
     printf("STATUS %d ran %d %s\n", static_cast<int>(status), ran ? 1 : 0, lastError());
   } else if (strcmp(mode, "concurrent") == 0) {
@@ -35,12 +35,12 @@ int main(int argc, char** argv) {
       ran.fetch_add(1);
       if (std::this_thread::get_id() == caller) onCaller.fetch_add(1);
     };
-    runConcurrently({task, task, task}, "driver");
+    runConcurrently({task, task, task}, "driver", "Driver");
     printf("RAN %d INLINE %d\n", ran.load(), onCaller.load());
   } else if (strcmp(mode, "throw") == 0) {
     std::thread thread;
     const Status status =
-        startThread(&thread, [] { throw std::runtime_error("thrown by the body"); }, "driver");
+        startThread(&thread, [] { throw std::runtime_error("thrown by the body"); }, "driver", "Driver");
     joinThread(&thread);
     printf("SURVIVED %d\n", static_cast<int>(status));
   } else {

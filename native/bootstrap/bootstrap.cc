@@ -38,6 +38,7 @@
 #include "native/bootstrap/rendezvous.h"
 #include "native/bootstrap/socket.h"
 #include "native/common/logging.h"
+#include "native/common/threads.h"
 
 namespace mscclpp_nccl {
 namespace {
@@ -272,7 +273,10 @@ Status TcpBootstrap::init(const IdLayout& id) {
     return fail(Status::kSystemError, "bootstrap: pipe: %s", strerror(errno));
   wakeRead_ = Socket(pipeFds[0]);
   wakeWrite_ = Socket(pipeFds[1]);
-  receiver_ = std::thread([this] { receiverMain(); });
+  receiver_ = std::thread([this] {
+    nameThisThread("Bootstrap");
+    receiverMain();
+  });
 
   MSCCLPP_TRY(joinRendezvous(id, rank_, nranks_, listenAddr_, timeout_, &aborted_, &peers_));
   std::string failure;
@@ -613,6 +617,7 @@ void TcpBootstrap::failCommunicator(const std::string& text, int peer, bool noti
 void TcpBootstrap::startNotifier(const std::string& text) {
   try {
     notifier_ = std::thread([this, text] {
+      nameThisThread("Notifier");
       std::vector<int> order;  // peers with a connection open first: they are told fastest
       for (bool connected : {true, false})
         for (int peer = 0; peer < nranks_; ++peer)

@@ -19,6 +19,7 @@
 #include "native/common/env.h"
 #include "native/common/logging.h"
 #include "native/common/parameters.h"
+#include "native/common/threads.h"
 
 namespace mscclpp_nccl {
 namespace {
@@ -299,6 +300,7 @@ Status startRootService(Socket listener, const uint8_t* key, double timeoutSecon
   try {
     auto service = std::make_unique<RootService>(std::move(listener), key, timeoutSeconds);
     std::thread([service = std::move(service)]() {
+      nameThisThread("Rendezvous");
       try {
         service->run();
       } catch (const std::exception& e) {

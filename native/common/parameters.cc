@@ -29,6 +29,7 @@ constexpr Parameter kTable[] = {
     text("NCCL_DEBUG_TIMESTAMP_LEVELS", "WARN", "the levels whose lines start with a timestamp"),
     text("NCCL_DEBUG_TIMESTAMP_FORMAT", "[%F %T] ", "the timestamp's strftime format"),
     text("NCCL_DEBUG_FILE", "", "the log's file (%h host, %p process id) instead of stderr"),
+    integer("NCCL_SET_THREAD_NAME", 0, "1: helper threads are named NCCL <role>, as stock names its own"),
     text("NCCL_COMM_ID", "", "host:port of the rendezvous, served by rank 0"),
     text("NCCL_SOCKET_IFNAME", "",
          "interfaces for the rendezvous (prefixes, ^ to exclude, = for exact names)"),

@@ -31,6 +31,7 @@ enum class Param : size_t {
   kDebugTimestampLevels,
   kDebugTimestampFormat,
   kDebugFile,
+  kSetThreadName,
   kCommId,
   kSocketIfname,
   kSocketFamily,

@@ -1,17 +1,30 @@
 #include "native/common/threads.h"
 
+#include <pthread.h>
+
+#include <cstdio>
 #include <exception>
 #include <new>
 #include <system_error>
 
 #include "native/common/logging.h"
+#include "native/common/parameters.h"
 
 namespace mscclpp_nccl {
 
-Status startThread(std::thread* out, const std::function<void()>& body, const char* what) {
+void nameThisThread(const char* name) {
+  static const bool named = readInteger(Param::kSetThreadName) != 0;
+  if (!named) return;
+  char text[16];  // the kernel keeps 15 characters and the terminator
+  snprintf(text, sizeof(text), "NCCL %s", name);
+  pthread_setname_np(pthread_self(), text);
+}
+
+Status startThread(std::thread* out, const std::function<void()>& body, const char* what, const char* name) {
   if (out->joinable()) return fail(Status::kInternalError, "%s: a thread is already running there", what);
   try {
-    *out = std::thread([body, what] {
+    *out = std::thread([body, what, name] {
+      nameThisThread(name);
       try {
         body();
       } catch (const std::exception& error) {
@@ -38,11 +51,11 @@ void joinThread(std::thread* thread) {
   }
 }
 
-void runConcurrently(const std::vector<std::function<void()>>& tasks, const char* what) {
+void runConcurrently(const std::vector<std::function<void()>>& tasks, const char* what, const char* name) {
   std::vector<std::thread> threads(tasks.size());
   std::vector<const std::function<void()>*> leftOver;
   for (size_t i = 0; i < tasks.size(); ++i)
-    if (!ok(startThread(&threads[i], tasks[i], what))) leftOver.push_back(&tasks[i]);
+    if (!ok(startThread(&threads[i], tasks[i], what, name))) leftOver.push_back(&tasks[i]);
   if (!leftOver.empty())
     logWarn("%s: %zu of %zu tasks run one after another on the calling thread", what, leftOver.size(),
             tasks.size());

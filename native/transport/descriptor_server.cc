@@ -93,7 +93,7 @@ class DescriptorServer {
     listener_ = listenOnUnixSocket(name_);
     if (listener_ < 0)
       return fail(Status::kSystemError, "cannot listen on a descriptor socket: %s", strerror(errno));
-    Status status = startThread(&thread_, [this] { serve(); }, "descriptor server");
+    Status status = startThread(&thread_, [this] { serve(); }, "descriptor server", "Descriptors");
     if (!ok(status)) {
       close(listener_);
       return status;

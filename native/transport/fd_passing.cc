@@ -262,7 +262,7 @@ Status exchangeFds(Bootstrap& bootstrap, const Topology& topology, int offeredFd
     threaded = control.wake >= 0 &&
                ok(startThread(
                    &server, [&] { serve(bootstrap, offers, &control, listener, offeredFd, deadline); },
-                   "descriptor passing"));
+                   "descriptor passing", "FdPassing"));
     if (!threaded)
       logWarn("rank %d: descriptor socket served only after every rank connected: strangers may fill it",
               rank);

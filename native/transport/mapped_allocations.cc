@@ -208,7 +208,7 @@ Status MappedAllocations::create(Bootstrap& bootstrap, const Topology& topology,
   MSCCLPP_CUDA_TRY(cudaEventCreateWithFlags(&self->lastUse_, cudaEventDisableTiming));
   MSCCLPP_CUDA_TRY(cudaHostAlloc(&self->hostStaging_, sizeof(MappedRegion), cudaHostAllocPortable));
   MappedAllocations* raw = self.get();
-  MSCCLPP_TRY(startThread(&self->helper_, [raw] { raw->serve(); }, "zero-copy mappings"));
+  MSCCLPP_TRY(startThread(&self->helper_, [raw] { raw->serve(); }, "zero-copy mappings", "ZeroCopy"));
   {
     std::lock_guard<std::mutex> lock(liveMappings().mu);
     liveMappings().all.push_back(raw);
