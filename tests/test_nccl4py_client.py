@@ -1,7 +1,7 @@
 """NVIDIA's nccl4py (`nccl.core`) over this library, put under it with LD_PRELOAD as users do: the
 queries it makes without a GPU (its version report, a unique id, the `params` mapping and
-`dump_params`) reach our exports and answer as stock's do. Skips where nccl4py is not installed
-(`pip install nccl4py 'cuda-bindings~=13.0'`; CI installs it)."""
+`dump_params`, no encryption, an empty simulated group) reach our exports and answer as stock's do.
+Skips where nccl4py is not installed (`pip install nccl4py 'cuda-bindings~=13.0'`; CI installs it)."""
 
 from __future__ import annotations
 
@@ -24,9 +24,13 @@ SCRIPT = textwrap.dedent(
     """
     import json
     import nccl.core as nc
+    from nccl.bindings import nccl as raw
 
     version = nc.get_version()
     nc.get_unique_id()
+    raw.set_encryption(raw.EncryptionConfig().ptr)  # no encryption: accepted, as stock accepts it
+    raw.group_start()
+    simulated = raw.group_simulate_end().estimated_time  # an empty group costs nothing
     try:
         nc.params["NCCL_NO_SUCH_PARAMETER"]
         unknown = "found"
@@ -39,6 +43,7 @@ SCRIPT = textwrap.dedent(
         "scratch": nc.params["MSCCLPP_NCCL_SCRATCH_BYTES"],
         "stall": nc.params["MSCCLPP_NCCL_STALL_REPORT"],
         "unknown": unknown,
+        "simulated": simulated,
     }))
     nc.dump_params()
     """
@@ -58,5 +63,6 @@ def test_nccl4py_reads_our_parameters(nccl_lib: Path) -> None:
     assert "MSCCLPP_NCCL_SCRATCH_BYTES" in report["keys"] and "NCCL_DEBUG" in report["keys"]
     assert "MSCCLPP_NCCL_COMM_SECRET" not in report["keys"]
     assert (report["scratch"], report["stall"], report["unknown"]) == ("65536", "60", "KeyError")
+    assert report["simulated"] == 0.0
     assert dump.startswith("=== ncclParam Registry Dump ===")
     assert "    Current value=65536 set_by=Environment default=8388608" in dump
