@@ -57,13 +57,6 @@ const char* typeName(ParameterKind kind) {
   return "const char*";
 }
 
-std::string unsetValue(const Parameter& entry) {
-  char number[64];
-  if (entry.kind == ParameterKind::kText) return entry.text;
-  snprintf(number, sizeof(number), entry.kind == ParameterKind::kInteger ? "%.0f" : "%g", entry.number);
-  return number;
-}
-
 template <typename T>
 ncclResult_t readTyped(ncclParamHandle_t handle, T* out, const char* function) {
   const Parameter* entry = entryOf(handle);
@@ -135,13 +128,25 @@ NCCL_API(ncclResult_t, ncclParamGet, (ncclParamHandle_t h, void* out, int maxLen
   const Parameter* entry = entryOf(h);
   if (entry == nullptr || out == nullptr || len == nullptr || maxLen <= 0)
     return refuse("ncclParamGet: a null or unknown handle, a null out or len, or maxLen %d", maxLen);
-  const int64_t integer = mscclpp_nccl::readInteger(*entry);
-  const double seconds = mscclpp_nccl::readSeconds(*entry);
-  const std::string text = mscclpp_nccl::readText(*entry);
-  const void* bytes = &integer;
-  size_t size = sizeof(integer);
-  if (entry->kind == ParameterKind::kSeconds) bytes = &seconds, size = sizeof(seconds);
-  if (entry->kind == ParameterKind::kText) bytes = text.c_str(), size = text.size() + 1;
+  int64_t integer = 0;
+  double seconds = 0.0;
+  std::string text;
+  const void* bytes = nullptr;
+  size_t size = 0;
+  switch (entry->kind) {
+    case ParameterKind::kInteger:
+      integer = mscclpp_nccl::readInteger(*entry);
+      bytes = &integer, size = sizeof(integer);
+      break;
+    case ParameterKind::kSeconds:
+      seconds = mscclpp_nccl::readSeconds(*entry);
+      bytes = &seconds, size = sizeof(seconds);
+      break;
+    case ParameterKind::kText:
+      text = mscclpp_nccl::readText(*entry);
+      bytes = text.c_str(), size = text.size() + 1;
+      break;
+  }
   if (size > static_cast<size_t>(maxLen)) {
     *len = 0;  // as stock: not the size needed
     return refuse("ncclParamGet: %s takes %zu bytes, more than maxLen %d", entry->key, size, maxLen);
@@ -188,7 +193,8 @@ NCCL_API(void, ncclParamDumpAll, (void)) {
     const bool set = mscclpp_nccl::parameterSet(entry);
     dump += std::string(entry.key) + " (" + typeName(entry.kind) + ") [] " + entry.meaning +
             "\n    Current value=" + mscclpp_nccl::readAsText(entry) +
-            " set_by=" + (set ? "Environment" : "Default") + " default=" + unsetValue(entry) + "\n\n";
+            " set_by=" + (set ? "Environment" : "Default") + " default=" + mscclpp_nccl::unsetAsText(entry) +
+            "\n\n";
   }
   fputs(dump.c_str(), stdout);
   fflush(stdout);

@@ -103,8 +103,8 @@ void AlgorithmSelector::init(const std::string& gpuName, int nranks, int ranksPe
     logWarn("ignoring MSCCLPP_NCCL_ALGO=%s", forced.c_str());
   fingerprint_ = fnv1a(forced);
 
-  std::string path = readText(Param::kTuningFile);
-  if (path.empty()) path = shippedTablePath();
+  const std::string named = readText(Param::kTuningFile);
+  const std::string path = named.empty() ? shippedTablePath() : named;
   if (!path.empty() && fileExists(path)) {
     TuningTable full;
     std::string bytes;  // the fingerprint hashes what was parsed: the file is read once, bounded
@@ -126,7 +126,7 @@ void AlgorithmSelector::init(const std::string& gpuName, int nranks, int ranksPe
       // load() already printed why; say what happens instead.
       logWarn("ignoring tuning table %s; using built-in rules", path.c_str());
     }
-  } else if (!readText(Param::kTuningFile).empty()) {
+  } else if (!named.empty()) {
     logWarn("MSCCLPP_NCCL_TUNING_FILE=%s does not exist; using built-in rules", path.c_str());
   }
 }

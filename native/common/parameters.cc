@@ -60,6 +60,18 @@ constexpr Parameter kTable[] = {
 };
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == parameterCount(), "one entry per Param, in its order");
 
+std::string integerText(int64_t value) {
+  char text[32];
+  snprintf(text, sizeof(text), "%lld", static_cast<long long>(value));
+  return text;
+}
+
+std::string secondsText(double value) {
+  char text[32];
+  snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
 }  // namespace
 
 const Parameter& parameter(Param which) { return kTable[static_cast<size_t>(which)]; }
@@ -91,18 +103,27 @@ std::string readText(const Parameter& entry) {
 }
 
 std::string readAsText(const Parameter& entry) {
-  char number[64];
   switch (entry.kind) {
     case Kind::kInteger:
-      snprintf(number, sizeof(number), "%lld", static_cast<long long>(readInteger(entry)));
-      return number;
+      return integerText(readInteger(entry));
     case Kind::kSeconds:
-      snprintf(number, sizeof(number), "%g", readSeconds(entry));
-      return number;
+      return secondsText(readSeconds(entry));
     case Kind::kText:
       break;
   }
   return readText(entry);
+}
+
+std::string unsetAsText(const Parameter& entry) {
+  switch (entry.kind) {
+    case Kind::kInteger:
+      return integerText(static_cast<int64_t>(entry.number));
+    case Kind::kSeconds:
+      return secondsText(entry.number);
+    case Kind::kText:
+      break;
+  }
+  return entry.text;
 }
 
 uint64_t readNanoseconds(Param which) {

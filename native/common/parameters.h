@@ -69,8 +69,9 @@ bool parameterSet(const Parameter& entry);
 int64_t readInteger(const Parameter& entry);
 double readSeconds(const Parameter& entry);
 std::string readText(const Parameter& entry);
-// The value as text, whatever the kind: integers in decimal, seconds as %g.
+// The value as text, whatever the kind: integers in decimal, seconds as %g; and the value when unset.
 std::string readAsText(const Parameter& entry);
+std::string unsetAsText(const Parameter& entry);
 
 inline int64_t readInteger(Param which) { return readInteger(parameter(which)); }
 inline double readSeconds(Param which) { return readSeconds(parameter(which)); }
