@@ -7,8 +7,8 @@
 # check_stream_order, zero_copy_suite, collective_suites and pytorch_apps run the ordering check, the GPU
 # test suites and the applications that a change of device code needs (device_code_checks 1 and 2 run
 # them); fake_host_suites the hierarchical path; run_tests runs any others; nccl_tests_side_by_side and
-# side_by_side_all time ours against stock; pack_logs packs $logs into $OUT/NAME.tgz, NAME the folder's
-# (few files come back).
+# side_by_side_all time ours against stock, before_after against an earlier build of ours; pack_logs packs
+# $logs into $OUT/NAME.tgz, NAME the folder's (few files come back).
 set -u
 kit=$PWD/.devkit
 rm -rf "$logs" && mkdir -p "$logs" build  # a machine may keep /tmp from an earlier run
@@ -106,19 +106,32 @@ side_by_side_all() {
   python3 perf/plot_side_by_side.py "$logs/timer" "$OUT" > /dev/null  # side_by_side_N.svg
 }
 
-# NVIDIA's nccl-tests (carried in .devkit/nccl-tests), ours against stock NCCL 2.30.7 in one run through
-# perf/nccl_tests.sh: nccl_tests_side_by_side "RANKS..." "MODES..." BINARY... (e.g. "4" "eager graph"
-# all_reduce reduce_scatter); the outputs go to $logs/nccl_tests, the table to $OUT/nccl_tests.md and
-# $OUT/nccl_tests.csv, the GPU named from nvidia-smi.
-nccl_tests_side_by_side() {
-  local ranks=$1 modes=$2 nt gpu
-  shift 2
-  unpack_stock
+# NVIDIA's nccl-tests (carried in .devkit/nccl-tests) through perf/nccl_tests.sh into $logs/NAME, tabled into
+# $OUT/NAME.md and $OUT/NAME.csv with the GPU named from nvidia-smi:
+#   timed_nccl_tests NAME AGAINST_LIB "RANKS..." "MODES..." BINARY...   (AGAINST_LIB "-": no stock)
+# with BEFORE_LIB and table flags (TABLE_FLAGS) from the caller.
+timed_nccl_tests() {
+  local name=$1 against=$2 ranks=$3 modes=$4 nt gpu
+  shift 4
   nt=$(bash "$kit/nccl-tests/build.sh") || { echo "nccl-tests: the build failed"; return 1; }
-  bash perf/nccl_tests.sh "$logs/nccl_tests" "$nt" "$PWD/mscclpp_nccl/lib/libnccl.so.2" "$STOCK_LIB/libnccl.so.2" \
-    "$ranks" "$modes" "$@"
+  bash perf/nccl_tests.sh "$logs/$name" "$nt" "$PWD/mscclpp_nccl/lib/libnccl.so.2" "$against" "$ranks" "$modes" "$@"
   gpu="1x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) under MPS (ranks share it), CUDA 13.0"
-  python3 perf/nccl_tests_table.py "$logs/nccl_tests" --csv "$OUT/nccl_tests.csv" --gpu "$gpu" > "$OUT/nccl_tests.md"
+  # shellcheck disable=SC2086
+  python3 perf/nccl_tests_table.py "$logs/$name" ${TABLE_FLAGS:-} --csv "$OUT/$name.csv" --gpu "$gpu" > "$OUT/$name.md"
+}
+
+# Ours against stock NCCL 2.30.7 in one run: nccl_tests_side_by_side "RANKS..." "MODES..." BINARY... (e.g.
+# "4" "eager graph" all_reduce reduce_scatter); outputs in $logs/nccl_tests, $OUT/nccl_tests.{md,csv}.
+nccl_tests_side_by_side() {
+  unpack_stock
+  timed_nccl_tests nccl_tests "$STOCK_LIB/libnccl.so.2" "$@"
+}
+
+# This build against another build of ours carried in build/before/libnccl.so.2, in one run, without stock
+# (so that both libraries fit the carry): before_after "RANKS..." "MODES..." BINARY...; SIZES and ITERS as
+# for perf/nccl_tests.sh; outputs in $logs/before_after, $OUT/before_after.{md,csv}.
+before_after() {
+  BEFORE_LIB=$PWD/build/before/libnccl.so.2 TABLE_FLAGS="--against before" timed_nccl_tests before_after - "$@"
 }
 
 pack_logs() { tar -czf "$OUT/$(basename "$logs").tgz" -C "$logs" .; }  # one tarball per run
