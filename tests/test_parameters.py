@@ -9,7 +9,6 @@ import re
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +23,6 @@ SUCCESS, INVALID_ARGUMENT = 0, 4
 @pytest.fixture(scope="module")
 def lib(nccl_lib: Path) -> Any:
     return ffi.dlopen(str(nccl_lib))
-
-
-@pytest.fixture
-def environment() -> Iterator[MutableMapping[str, str]]:
-    """os.environ, restored afterwards (the library reads the process's environment at each query)."""
-    saved = dict(os.environ)
-    yield os.environ
-    os.environ.clear()
-    os.environ.update(saved)
 
 
 def bind(lib: Any, key: str) -> Any:
@@ -81,9 +71,9 @@ def test_the_table_is_what_readme_lists(lib: Any) -> None:
         assert f"`{key}`" in section, f"{key} is not in README.md's environment variables"
 
 
-def test_unset_parameters_read_as_their_defaults(lib: Any, environment: MutableMapping[str, str]) -> None:
+def test_unset_parameters_read_as_their_defaults(lib: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     for key in ("MSCCLPP_NCCL_SCRATCH_BYTES", "MSCCLPP_NCCL_STALL_REPORT", "NCCL_DEBUG_TIMESTAMP_FORMAT"):
-        environment.pop(key, None)
+        monkeypatch.delenv(key, raising=False)
     assert parameter(lib, "MSCCLPP_NCCL_SCRATCH_BYTES") == str(8 << 20)
     assert parameter(lib, "MSCCLPP_NCCL_STALL_REPORT") == "60"
     assert parameter(lib, "NCCL_DEBUG_TIMESTAMP_FORMAT") == "[%F %T] "
@@ -92,25 +82,25 @@ def test_unset_parameters_read_as_their_defaults(lib: Any, environment: MutableM
     assert value[0] == 8 << 20
 
 
-def test_values_are_read_at_each_query(lib: Any, environment: MutableMapping[str, str]) -> None:
+def test_values_are_read_at_each_query(lib: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     handle, value = bind(lib, "MSCCLPP_NCCL_ZERO_COPY"), ffi.new("int64_t*")
     for text, expected in (("0", 0), ("0x10", 16), ("-3", -3), ("12abc", 1)):  # unparsable: the default
-        environment["MSCCLPP_NCCL_ZERO_COPY"] = text
+        monkeypatch.setenv("MSCCLPP_NCCL_ZERO_COPY", text)
         assert lib.ncclParamGetI64(handle, value) == SUCCESS
         assert value[0] == expected, text
         assert parameter(lib, "MSCCLPP_NCCL_ZERO_COPY") == str(expected)
-    environment["MSCCLPP_NCCL_ALGO"] = "all_reduce=allreduce_one_shot_packet/4"
+    monkeypatch.setenv("MSCCLPP_NCCL_ALGO", "all_reduce=allreduce_one_shot_packet/4")
     out = ffi.new("const char**")
     assert lib.ncclParamGetStr(bind(lib, "MSCCLPP_NCCL_ALGO"), out) == SUCCESS
     assert ffi.string(out[0]) == b"all_reduce=allreduce_one_shot_packet/4"
-    environment["MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT"] = "2.5"
+    monkeypatch.setenv("MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT", "2.5")
     assert parameter(lib, "MSCCLPP_NCCL_BOOTSTRAP_TIMEOUT") == "2.5"
 
 
-def test_raw_reads_copy_the_native_value(lib: Any, environment: MutableMapping[str, str]) -> None:
-    environment["MSCCLPP_NCCL_HIERARCHY_MIN_BYTES"] = "4096"
-    environment["MSCCLPP_NCCL_WAIT_TIMEOUT"] = "1.5"
-    environment["MSCCLPP_NCCL_HOST_ID"] = "rack7"
+def test_raw_reads_copy_the_native_value(lib: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MSCCLPP_NCCL_HIERARCHY_MIN_BYTES", "4096")
+    monkeypatch.setenv("MSCCLPP_NCCL_WAIT_TIMEOUT", "1.5")
+    monkeypatch.setenv("MSCCLPP_NCCL_HOST_ID", "rack7")
     buffer, length = ffi.new("char[64]"), ffi.new("int*")
     assert lib.ncclParamGet(bind(lib, "MSCCLPP_NCCL_HIERARCHY_MIN_BYTES"), buffer, 64, length) == SUCCESS
     assert length[0] == 8 and ffi.cast("int64_t*", buffer)[0] == 4096

@@ -16,8 +16,8 @@ std::atomic<cudaEvent_t> lastRefused{nullptr};
 
 LaunchCompletion::LaunchCompletion(cudaEvent_t event, cudaStream_t stream) : outer_(tlsScope) {
   tlsScope = this;  // even without an event: an enclosing scope's must not reach this call's kernels
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (event == nullptr) return;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) {
     cudaGetLastError();  // not sticky; the launch reports what is wrong with the stream
     return;
