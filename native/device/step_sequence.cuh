@@ -25,11 +25,10 @@ __device__ __forceinline__ uint64_t beginSteps(const StepCounter& counter) {
   return *const_cast<volatile uint64_t*>(counter.value + blockIdx.x);
 }
 
-// Called by every thread at kernel end, on every path (an abandoned wait included). `ticket` nonzero:
-// the last block to finish publishes it once every block's writes are visible.
-__device__ __forceinline__ void endCall(const StepCounter& counter, uint64_t ticket) {
-  __syncthreads();
-  if (threadIdx.x != 0 || ticket == 0) return;
+// Thread 0's part of a kernel's end, after the block's closing barrier. `ticket` nonzero: the last block
+// to finish publishes it once every block's writes are visible.
+__device__ __forceinline__ void publishTicket(const StepCounter& counter, uint64_t ticket) {
+  if (ticket == 0) return;
   __threadfence();
   // A lone block is its grid's last: skipping the count takes 0.5 us off each one-block call's ticket,
   // which cost 0.8 on an H200 (perf/packet_kernel_bench.cu).
@@ -41,11 +40,21 @@ __device__ __forceinline__ void endCall(const StepCounter& counter, uint64_t tic
   *const_cast<volatile uint64_t*>(counter.ticket) = ticket;
 }
 
-// The same for a kernel that took `steps` steps from `base` (beginSteps).
+// Called by every thread at kernel end, on every path (an abandoned wait included).
+__device__ __forceinline__ void endCall(const StepCounter& counter, uint64_t ticket) {
+  __syncthreads();
+  if (threadIdx.x == 0) publishTicket(counter, ticket);
+}
+
+// The same for a kernel that took `steps` steps from `base` (beginSteps). The counter advances only after
+// the barrier: packet kernels have none before their first step, so a thread may reach here before
+// another has read the base.
 __device__ __forceinline__ void endSteps(const StepCounter& counter, uint64_t base, uint64_t steps,
                                          uint64_t ticket) {
-  if (threadIdx.x == 0) *const_cast<volatile uint64_t*>(counter.value + blockIdx.x) = base + steps;
-  endCall(counter, ticket);
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  *const_cast<volatile uint64_t*>(counter.value + blockIdx.x) = base + steps;
+  publishTicket(counter, ticket);
 }
 
 }  // namespace mscclpp_nccl
