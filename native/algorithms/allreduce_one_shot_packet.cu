@@ -24,9 +24,9 @@ __global__ void __launch_bounds__(kPacketThreads, kPacketBlocksPerSm)
   BoundedWait wait(comm.wait);
 
   for (int round = 0; round < rounds; ++round) {
-    // Every packet sent below certifies that the whole block finished the last step. Round 0 needs no
-    // barrier: the step before it was the previous kernel's, which has ended (enterKernel), so the
-    // input's first load goes out together with the step counter's.
+    // Every packet sent below certifies that the whole block finished the last step. The first round
+    // needs no barrier: the step before it was the previous kernel's, which has ended (enterKernel), so
+    // the input's first load goes out together with the step counter's.
     if (round > 0) __syncthreads();
     PacketStep step(comm, wait, stepFlag(base, round + 1));
     const size_t first = (static_cast<size_t>(round) * gridDim.x + blockIdx.x) * chunkWords;

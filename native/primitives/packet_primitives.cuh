@@ -169,8 +169,8 @@ class PacketRounds {
 
   // Starts round `round`; true (every round runs, with or without data).
   __device__ bool begin(int round, const Piece&) {
-    // A token certifies its whole block: no thread may still read the previous step (round 0's previous
-    // step was the previous kernel's, which has ended).
+    // A token certifies its whole block: no thread may still read the previous step (the first round's
+    // previous step was the previous kernel's, which has ended).
     if (round > 0) __syncthreads();
     flag_ = stepFlag(base_, steps_ * round + 1);
     return true;
