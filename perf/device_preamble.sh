@@ -109,7 +109,7 @@ side_by_side_all() {
 # NVIDIA's nccl-tests (carried in .devkit/nccl-tests) through perf/nccl_tests.sh into $logs/NAME, tabled into
 # $OUT/NAME.md and $OUT/NAME.csv with the GPU named from nvidia-smi:
 #   timed_nccl_tests NAME AGAINST_LIB "RANKS..." "MODES..." BINARY...   (AGAINST_LIB "-": no stock)
-# with BEFORE_LIB and table flags (TABLE_FLAGS) from the caller.
+# with BEFORE_LIB, table flags (TABLE_FLAGS) and the other library's name (AGAINST_NAME) from the caller.
 timed_nccl_tests() {
   local name=$1 against=$2 ranks=$3 modes=$4 nt gpu
   shift 4
@@ -117,7 +117,9 @@ timed_nccl_tests() {
   bash perf/nccl_tests.sh "$logs/$name" "$nt" "$PWD/mscclpp_nccl/lib/libnccl.so.2" "$against" "$ranks" "$modes" "$@"
   gpu="1x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) under MPS (ranks share it), CUDA 13.0"
   # shellcheck disable=SC2086
-  python3 perf/nccl_tests_table.py "$logs/$name" ${TABLE_FLAGS:-} --csv "$OUT/$name.csv" --gpu "$gpu" > "$OUT/$name.md"
+  python3 perf/nccl_tests_table.py "$logs/$name" ${TABLE_FLAGS:-} --csv "$OUT/$name.csv" --gpu "$gpu" \
+    --library "mscclpp-nccl $(build_commit mscclpp_nccl/lib)" --stock "${AGAINST_NAME:-stock NCCL 2.30.7}" \
+    > "$OUT/$name.md"
 }
 
 # Ours against stock NCCL 2.30.7 in one run: nccl_tests_side_by_side "RANKS..." "MODES..." BINARY... (e.g.
@@ -131,7 +133,14 @@ nccl_tests_side_by_side() {
 # (so that both libraries fit the carry): before_after "RANKS..." "MODES..." BINARY...; SIZES and ITERS as
 # for perf/nccl_tests.sh; outputs in $logs/before_after, $OUT/before_after.{md,csv}.
 before_after() {
-  BEFORE_LIB=$PWD/build/before/libnccl.so.2 TABLE_FLAGS="--against before" timed_nccl_tests before_after - "$@"
+  BEFORE_LIB=$PWD/build/before/libnccl.so.2 TABLE_FLAGS="--against before" \
+    AGAINST_NAME="mscclpp-nccl $(build_commit build/before)" timed_nccl_tests before_after - "$@"
+}
+
+# The commit a build of ours was made from, by the build_info.json beside its library (the folder "$1").
+build_commit() {
+  python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["git_commit"][:12])' "$1/build_info.json" \
+    2>/dev/null || echo "(unknown build)"
 }
 
 pack_logs() { tar -czf "$OUT/$(basename "$logs").tgz" -C "$logs" .; }  # one tarball per run
