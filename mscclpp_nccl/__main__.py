@@ -68,7 +68,7 @@ def _table_lines(args: argparse.Namespace) -> list[str]:
     """info --table's lines for the layout the options (or this machine) give."""
     from .bench.cli import default_ranks
     from .bench.collectives import resolve_types
-    from .gpus import gpu_names, visible_gpus
+    from .gpus import gpu_archs, gpu_names, visible_gpus
     from .selection import Layout, table_lines
 
     types = resolve_types(args.datatype)
@@ -81,11 +81,13 @@ def _table_lines(args: argparse.Namespace) -> list[str]:
         raise ValueError(f"--ranks-per-gpu {ranks_per_gpu} is more than the {nranks} ranks")
     names = gpu_names()
     gpu = args.gpu or (names[0] if names else None)
+    archs = [] if args.gpu else gpu_archs()
+    arch = args.arch or (archs[0] if archs else "")
     lines = []
     if gpu is None:
-        gpu = "NVIDIA H200"
-        lines.append(f"no GPU seen: showing a {gpu} (--gpu NAME for another)")
-    return lines + table_lines(Layout(gpu, nranks, ranks_per_gpu), types[0].size)
+        gpu, arch = "NVIDIA H200", args.arch or "sm_90"
+        lines.append(f"no GPU seen: showing a {gpu} (--gpu NAME and --arch sm_NN for another)")
+    return lines + table_lines(Layout(gpu, nranks, ranks_per_gpu, arch), types[0].size)
 
 
 def _table_command(args: argparse.Namespace) -> int:
@@ -149,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --table: ranks sharing a GPU (default: the ranks spread over the visible GPUs)",
     )
     info.add_argument("--gpu", default=None, help="with --table: the GPU model (default: GPU 0's name)")
+    info.add_argument(
+        "--arch", default=None, help="with --table: the GPU's architecture, as sm_90 (default: GPU 0's)"
+    )
     info.add_argument(
         "-d", "--datatype", default="float", help="with --table: the element type (default float)"
     )

@@ -78,6 +78,28 @@ def local_device(count: int | None = None, env: dict[str, str] | None = None) ->
     return 0
 
 
+def gpu_archs() -> list[str]:
+    """Each GPU's architecture as the tuning table spells it ("sm_90"), from nvidia-smi's compute
+    capability; [] without nvidia-smi or a driver, or where it cannot tell."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return []
+    query = [smi, "--query-gpu=compute_cap", "--format=csv,noheader"]
+    try:
+        out = subprocess.run(query, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if out.returncode != 0:
+        return []
+    archs = []
+    for line in out.stdout.splitlines():
+        m = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", line)
+        if not m:
+            return []
+        archs.append(f"sm_{m.group(1)}{m.group(2)}")
+    return archs
+
+
 def gpu_names() -> list[str]:
     """The name of each GPU `nvidia-smi -L` lists (cudaDeviceProp::name, as the tuning table keys it)."""
     names = []

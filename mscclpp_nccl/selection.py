@@ -144,6 +144,7 @@ class Layout:
     gpu: str
     nranks: int
     ranks_per_gpu: int
+    arch: str = ""  # "sm_90"; "" = unknown (no entry stands in)
 
 
 @dataclass(frozen=True)
@@ -165,9 +166,11 @@ class Plan:
         return f"{text} [{self.source}]"
 
 
-def _entry_matches(entry: dict[str, Any], layout: Layout) -> bool:
+def _entry_matches(entry: dict[str, Any], layout: Layout, stand_in: bool) -> bool:
+    """stand_in: no entry names this GPU, so those of its architecture answer for it."""
+    same_arch = stand_in and bool(layout.arch) and entry.get("arch") == layout.arch
     return (
-        entry["gpu"] in ("*", layout.gpu)
+        (entry["gpu"] in ("*", layout.gpu) or same_arch)
         and entry["nranks"] in ("*", layout.nranks)
         and entry["ranks_per_gpu"] in ("*", layout.ranks_per_gpu)
     )
@@ -180,10 +183,13 @@ def _specificity(entry: dict[str, Any]) -> int:
 
 def applicable_entries(table: dict[str, Any] | None, layout: Layout) -> list[dict[str, Any]]:
     """The table's entries that can answer for this communicator, in lookup order (most specific first,
-    file order among equals), as TuningTable::filtered keeps them."""
+    file order among equals), as TuningTable::filtered keeps them: where no entry names the GPU, those
+    that name another of its architecture stand in."""
     if not table:
         return []
-    entries = [e for e in table.get("entries", []) if _entry_matches(e, layout)]
+    every = table.get("entries", [])
+    stand_in = not any(e["gpu"] == layout.gpu for e in every)
+    entries = [e for e in every if _entry_matches(e, layout, stand_in)]
     return sorted(entries, key=_specificity, reverse=True)  # stable: file order among equals
 
 
@@ -299,6 +305,12 @@ def table_lines(
     where = f"{layout.gpu}, {layout.nranks} ranks, {layout.ranks_per_gpu} per GPU"
     if table is not None:
         lines.append(f"           {len(entries)} of {total} entries apply to {where}")
+        if entries and all(e["gpu"] != layout.gpu for e in table["entries"]):
+            named = sorted({e["gpu"] for e in entries if e["gpu"] != "*"})
+            if named:
+                lines.append(
+                    f"           (entries for {', '.join(named)}, of its architecture {layout.arch})"
+                )
         if not entries:
             lines.append(
                 "           no entry fits this machine and layout: the built-in rules choose everything"

@@ -209,7 +209,7 @@ Status Communicator::agreeOnLayout(CommRole role, NativeLayout* layout) {
   int grid = proposedGrid;
   for (const Agreement& a : agreements) grid = std::min<int>(grid, static_cast<int>(a.grid));
   blocks_->settle(grid);
-  selector_.init(topology_.myGpuName, nranks_, maxRanksPerGpu, blocks_->grid());
+  selector_.init(topology_.myGpuName, topology_.myGpuArch, nranks_, maxRanksPerGpu, blocks_->grid());
   costModel_ = CostModel(topology_.myGpuName, nranks_, maxRanksPerGpu, 1);
   layout->chunkBlocks = selector_.chunkBlocks();
   agreements.assign(nranks_, Agreement{});

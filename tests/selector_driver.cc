@@ -1,7 +1,8 @@
 // Test driver for the algorithm selector (tests/test_selector.py builds it with g++ and the CUDA headers;
 // no GPU is used).
 //
-//   selector_driver GPU_NAME NRANKS RANKS_PER_GPU RESIDENT_BLOCKS CHUNK_SLOT_BYTES SLOT_PACKETS
+//   selector_driver GPU_NAME[@ARCH] NRANKS RANKS_PER_GPU RESIDENT_BLOCKS CHUNK_SLOT_BYTES SLOT_PACKETS
+//     (ARCH: the GPU's architecture, as "sm_90"; unknown where left out.)
 //     Sets a selector up as a communicator would (MSCCLPP_NCCL_ALGO and MSCCLPP_NCCL_TUNING_FILE come from
 //     the environment), then answers choices read from stdin, one per line: "collective elementBytes
 //     bytes [registered]" (registered: 1 when the buffers lie in mapped windows), with "algorithm blocks
@@ -116,12 +117,16 @@ void printChoice(const mscclpp_nccl::Choice& choice) {
 
 int main(int argc, char** argv) {
   if (argc != 7) {
-    fprintf(stderr, "usage: %s GPU_NAME NRANKS RANKS_PER_GPU RESIDENT_BLOCKS CHUNK_SLOT_BYTES SLOT_PACKETS\n",
+    fprintf(stderr,
+            "usage: %s GPU_NAME[@ARCH] NRANKS RANKS_PER_GPU RESIDENT_BLOCKS CHUNK_SLOT_BYTES SLOT_PACKETS\n",
             argv[0]);
     return 2;
   }
+  const std::string gpu = argv[1];
+  const size_t at = gpu.rfind('@');
   mscclpp_nccl::AlgorithmSelector selector;
-  selector.init(argv[1], atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
+  selector.init(gpu.substr(0, at), at == std::string::npos ? "" : gpu.substr(at + 1), atoi(argv[2]),
+                atoi(argv[3]), atoi(argv[4]));
   selector.setChunkSlotBytes(strtoull(argv[5], nullptr, 10));
   selector.setSlotPackets(strtoull(argv[6], nullptr, 10));
   selector.setEarlyLaunch(true);

@@ -22,6 +22,7 @@ from mscclpp_nccl.bench.collectives import COLLECTIVES
 SHIPPED = REPO / "mscclpp_nccl" / "tuning" / "default.json"
 NO_TABLE = "/nonexistent/tuning.json"
 H200 = "NVIDIA H200"
+H100 = "NVIDIA H100 80GB HBM3"
 # (nranks, ranks per GPU, resident blocks, chunk slot bytes, slot packets) as communicators derive them.
 LAYOUTS = [
     (2, 2, 44, 131072, 4096),
@@ -83,9 +84,13 @@ def ask_driver(
 
 
 def cpp_plans(
-    driver: Path, layout: tuple[int, ...], table: str, queries: list[tuple[str, int, int]]
+    driver: Path,
+    layout: tuple[int, ...],
+    table: str,
+    queries: list[tuple[str, int, int]],
+    gpu: str = H200,
 ) -> list[tuple[str, str, bool]]:
-    rows = ask_driver(driver, H200, layout, table, [f"plan {c} {e} {b} 0 0" for c, e, b in queries])
+    rows = ask_driver(driver, gpu, layout, table, [f"plan {c} {e} {b} 0 0" for c, e, b in queries])
     # plan MAPPED SCRATCH_BLOCKS BYTES algorithm blocks threads chunkBytes source early
     return [(r[4], r[8], r[1] == "1") for r in rows]
 
@@ -108,6 +113,25 @@ def test_python_plans_match_the_library(
     ]
     mismatches = [(q, g, x) for q, g, x in zip(queries, got, expected, strict=True) if g != x]
     assert not mismatches, mismatches[:10]
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_80", ""])
+def test_python_and_library_agree_on_stand_in_entries(driver: Path, arch: str) -> None:
+    """An H100 takes the shipped H200 entries where its architecture is sm_90, and the built-in rules
+    otherwise, in the library and in its Python mirror alike."""
+    layout = LAYOUTS[1]
+    where = sel.Layout(H100, layout[0], layout[1], arch)
+    entries = sel.applicable_entries(json.loads(SHIPPED.read_text()), where)
+    assert bool(entries) == (arch == "sm_90")
+    queries = [(c, 2, b) for c in COLLECTIVES for b in SIZES]
+    gpu = f"{H100}@{arch}" if arch else H100
+    expected = cpp_plans(driver, layout, str(SHIPPED), queries, gpu)
+    got = [
+        (p.algorithm, p.source, p.mapped) for p in (sel.plan(entries, where, c, e, b) for c, e, b in queries)
+    ]
+    assert got == expected
+    on_h200 = cpp_plans(driver, layout, str(SHIPPED), queries)
+    assert (got == on_h200) == (arch == "sm_90")
 
 
 def test_table_shape_fields_are_reported() -> None:
@@ -156,6 +180,13 @@ def test_info_table_says_when_no_entry_fits() -> None:
     assert "[table]" not in r.stdout and "[rules]" in r.stdout
 
 
+def test_info_table_says_which_gpu_s_entries_stand_in() -> None:
+    r = info("--table", "--nranks", "4", "--gpu", H100, "--arch", "sm_90", "-d", "bfloat16")
+    assert f"entries apply to {H100}, 4 ranks, 4 per GPU" in r.stdout
+    assert "(entries for NVIDIA H200, of its architecture sm_90)" in r.stdout
+    assert "[table]" in r.stdout
+
+
 def test_info_table_with_a_missing_table_file(tmp_path: Path) -> None:
     r = info("--table", "--gpu", H200, env={"MSCCLPP_NCCL_TUNING_FILE": str(tmp_path / "none.json")})
     assert "does not exist: the built-in rules choose everything" in r.stdout
@@ -181,7 +212,13 @@ def test_the_library_says_once_when_no_entry_fits(driver: Path) -> None:
     """At init with NCCL_DEBUG=WARN, a table with no entry for this GPU and layout is named, once. The
     shipped table covers one H200 with every rank on it: not 8 GPUs of one rank each."""
     env = driver_env() | {"MSCCLPP_NCCL_TUNING_FILE": str(SHIPPED), "NCCL_DEBUG": "WARN"}
-    for gpu, rpg, expected in [("NVIDIA H100 80GB HBM3", 1, True), (H200, 1, True), (H200, 8, False)]:
+    for gpu, rpg, expected in [
+        (H100, 1, True),
+        (H200, 1, True),
+        (H200, 8, False),
+        (f"{H100}@sm_90", 1, True),
+        (f"{H100}@sm_90", 8, False),  # the H200's entries stand in
+    ]:
         proc = subprocess.run(
             [str(driver), gpu, "8", str(rpg), "132", "131072", "4096"],
             input="",
@@ -193,5 +230,7 @@ def test_the_library_says_once_when_no_entry_fits(driver: Path) -> None:
         said = [line for line in proc.stderr.splitlines() if "has no entry for" in line]
         assert len(said) == (1 if expected else 0), proc.stderr
         if expected:
-            assert f"{SHIPPED} has no entry for {gpu}, 8 ranks, {rpg} per GPU" in said[0]
+            name, _, arch = gpu.partition("@")
+            described = f"{name} ({arch})" if arch else name
+            assert f"{SHIPPED} has no entry for {described}, 8 ranks, {rpg} per GPU" in said[0]
             assert "NCCL WARN" in said[0]

@@ -232,6 +232,12 @@ def test_build_entries() -> None:
     assert any("no candidate ran correctly at 8192 B" in n for n in notes)
     unfinished = _run_doc(pts, [a, bb, c], complete=False)
     assert t.build_entries(unfinished)[0] == []
+    # A run that recorded its GPU's architecture (as the tuner does) writes it into each entry, so that
+    # the entry can stand in for other GPUs of that architecture.
+    excluded = {c.spec: "wrong at 1024 B: wrong results"}
+    [with_arch] = t.build_entries(_run_doc(pts, [a, bb, c], excluded=excluded, gpu_arch="sm_90"))[0]
+    assert with_arch == {**entries[0], "arch": "sm_90"} and list(with_arch)[:2] == ["gpu", "arch"]
+    t.validate_table(t.new_table([with_arch]))
 
 
 def _r(value: float | None, status: str = "ok") -> dict[str, Any]:
@@ -320,6 +326,9 @@ def _bad(mutate: Any) -> dict[str, Any]:
         lambda d: d.pop("entries"),
         lambda d: d["entries"][0].update(root=0),
         lambda d: d["entries"][0].update(gpu=""),
+        lambda d: d["entries"][0].update(arch="90"),
+        lambda d: d["entries"][0].update(arch="sm_9x"),
+        lambda d: d["entries"][0].update(gpu="*", arch="sm_90"),
         lambda d: d["entries"][0].update(nranks=4.0),
         lambda d: d["entries"][0].update(ranks_per_gpu=5),
         lambda d: d["entries"][0].update(collective="allreduce"),
@@ -808,6 +817,7 @@ def test_worker_tunes_and_excludes(tmp_path: Path, capsys: pytest.CaptureFixture
             "all_reduce",
             2,
             [{"max_bytes": 32768, "algorithm": ONE}, {"max_bytes": None, "algorithm": TWO}],
+            arch="sm_90",  # the fake device's compute capability 9.0
         )
     ]
     lines = [line for line in captured.out.splitlines() if line.startswith("[")]

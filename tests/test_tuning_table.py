@@ -239,6 +239,49 @@ def test_specificity_and_fallback(driver: Path, tmp_path: Path, query: str, expe
     assert answer.split()[0] == expected
 
 
+H100 = "NVIDIA H100 80GB HBM3"
+STAND_IN = table(
+    entry([rule(1024, "h200")], gpu=H200, arch="sm_90", nranks=4),
+    entry([rule(None, "any_gpu")], nranks=4),
+    entry([rule(None, "h200_gather")], gpu=H200, arch="sm_90", collective="all_gather"),
+    entry([rule(None, "a100")], gpu="NVIDIA A100-SXM4-80GB", arch="sm_80", nranks=4),
+)
+STAND_IN_NAMES = ["h200", "any_gpu", "h200_gather", "a100"]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        (f"sm_90 {H100} 4 4 all_reduce 2 1024", "h200"),  # no entry names the H100: the H200's answer
+        (f"sm_90 {H100} 4 4 all_reduce 2 1025", "any_gpu"),  # past its rules, as on an H200
+        (f"sm_90 {H100} 2 2 all_gather 2 1", "h200_gather"),
+        (f"{H100} 4 4 all_reduce 2 1024", "any_gpu"),  # architecture unknown: nothing stands in
+        (f"{H100} 2 2 all_gather 2 1", "none"),
+        (f"sm_80 {H100} 4 4 all_reduce 2 1024", "a100"),  # another architecture's entries
+        (f"sm_100 {H100} 4 4 all_reduce 2 1024", "any_gpu"),
+        (f"sm_90 {H200} 4 4 all_reduce 2 1024", "h200"),
+    ],
+)
+def test_entries_stand_in_for_a_gpu_of_their_architecture(
+    driver: Path, tmp_path: Path, query: str, expected: str
+) -> None:
+    [answer] = lookups(driver, tmp_path, STAND_IN, [query], STAND_IN_NAMES)
+    assert answer.split()[0] == expected
+
+
+def test_a_gpu_named_by_one_entry_takes_no_stand_ins(driver: Path, tmp_path: Path) -> None:
+    """Once the table has an entry for this GPU (tuned on it), the entries of its siblings no longer
+    answer for it, even for collectives its own entries leave out."""
+    doc = table(*STAND_IN["entries"], entry([rule(None, "h100_broadcast")], gpu=H100, collective="broadcast"))
+    queries = [
+        f"sm_90 {H100} 4 4 broadcast 2 1",
+        f"sm_90 {H100} 4 4 all_reduce 2 1",
+        f"sm_90 {H100} 2 2 all_gather 2 1",
+    ]
+    answers = lookups(driver, tmp_path, doc, queries, [*STAND_IN_NAMES, "h100_broadcast"])
+    assert [a.split()[0] for a in answers] == ["h100_broadcast", "any_gpu", "none"]
+
+
 def test_tie_goes_to_the_earlier_entry_in_either_order(driver: Path, tmp_path: Path) -> None:
     first = entry([rule(None, "a")], nranks=4)
     second = entry([rule(None, "b")], gpu=H200)
@@ -504,6 +547,19 @@ VALIDATION_ERRORS: list[tuple[str, dict[str, Any], str]] = [
         'entries[0].dtype_bytes: expected 1, 2, 4, 8 or "*", got null',
     ),
     ("gpu empty", _with([*E0, "gpu"], ""), 'entries[0].gpu: expected a device name or "*", got ""'),
+    ("arch digits alone", _with([*E0, "arch"], "90"), 'entries[0].arch: expected "sm_" and digits, got "90"'),
+    ("arch number", _with([*E0, "arch"], 90), 'entries[0].arch: expected "sm_" and digits, got 90'),
+    (
+        "arch letters",
+        _with([*E0, "arch"], "sm_9a"),
+        'entries[0].arch: expected "sm_" and digits, got "sm_9a"',
+    ),
+    ("arch bare", _with([*E0, "arch"], "sm_"), 'entries[0].arch: expected "sm_" and digits, got "sm_"'),
+    (
+        "arch of any gpu",
+        table(entry([rule(None, ONE_SHOT)], arch="sm_90")),
+        'entries[0].arch: names the architecture of no GPU (gpu is "*")',
+    ),
     ("gpu number", _with([*E0, "gpu"], 200), 'entries[0].gpu: expected a device name or "*", got 200'),
     (
         "later entry",
@@ -810,6 +866,9 @@ def test_shipped_table(driver: Path, tmp_path: Path) -> None:
             f"{H200} 8 8 reduce 2 {512 << 10}",
             f"{H200} 2 2 broadcast 2 {2 << 20}",
             f"{H200} 4 4 reduce 2 {128 << 10}",
+            f"sm_90 NVIDIA H100 80GB HBM3 4 4 all_reduce 2 {128 << 10}",  # the H200's entries stand in
+            f"NVIDIA H100 80GB HBM3 4 4 all_reduce 2 {128 << 10}",
+            f"sm_80 NVIDIA A100-SXM4-80GB 4 4 all_reduce 2 {128 << 10}",
         ],
         list(ALGORITHMS),
     )
@@ -826,6 +885,9 @@ def test_shipped_table(driver: Path, tmp_path: Path) -> None:
         "reduce_two_shot_packet",  # the two-shot reduce at 8 ranks, 256-512 KB
         "exchange_packet",  # packets beat chunks at 2 ranks up to 2 MB broadcasts
         "exchange_packet",
+        ONE_SHOT,  # one-shot up to 128 KB at 4 ranks, where the built-in rules turn two-shot at 64 KB
+        "none",
+        "none",
     ]
     assert answers[0].split()[1] == "0" and answers[8].split()[1] == "8"  # 8 blocks from 4 to 16 KB
     assert answers[11].split()[1] == "16"  # a grid that launches early

@@ -2,8 +2,9 @@
 //
 //   tuning_driver TABLE [ALGORITHM...]
 //     Loads TABLE, knowing ALGORITHM... (default: the four packet algorithms), then answers lookups read
-//     from stdin, one per line: "GPU NAME nranks ranksPerGpu collective dtypeBytes bytes" (the GPU name
-//     may contain spaces) with "algorithm blocks threads chunkBytes" or "none". Every lookup also goes
+//     from stdin, one per line: "[sm_NN] GPU NAME nranks ranksPerGpu collective dtypeBytes bytes" (the GPU
+//     name may contain spaces; sm_NN, its architecture, may be left out) with "algorithm blocks threads
+//     chunkBytes" or "none". Every lookup also goes
 //     through filtered() and the per-call form, and prints "MISMATCH" if they disagree.
 //   tuning_driver --parse TABLE [ALGORITHM...]
 //     The same, but reads TABLE itself and goes through TuningTable::parse.
@@ -145,16 +146,19 @@ std::string describe(const TuningChoice* choice) {
          " " + std::to_string(choice->chunkBytes);
 }
 
-// "GPU NAME nranks ranksPerGpu collective dtypeBytes bytes": the last five words are fixed, the rest is the
-// name.
+// "[sm_NN] GPU NAME nranks ranksPerGpu collective dtypeBytes bytes": the last five words are fixed, the
+// rest is the name, after the GPU's architecture where the first word gives one.
 bool parseQuery(const std::string& line, TuningKey* key) {
   std::istringstream words(line);
   std::vector<std::string> parts;
   for (std::string word; words >> word;) parts.push_back(word);
   if (parts.size() < 6) return false;
+  const size_t first = parts[0].compare(0, 3, "sm_") == 0 ? 1 : 0;
+  key->arch = first ? parts[0] : "";
   size_t n = parts.size();
+  if (n < first + 6) return false;
   key->gpu.clear();
-  for (size_t i = 0; i + 5 < n; ++i) key->gpu += (i ? " " : "") + parts[i];
+  for (size_t i = first; i + 5 < n; ++i) key->gpu += (i > first ? " " : "") + parts[i];
   char* end = nullptr;
   key->nranks = static_cast<int>(strtol(parts[n - 5].c_str(), &end, 10));
   key->ranksPerGpu = static_cast<int>(strtol(parts[n - 4].c_str(), &end, 10));
@@ -196,7 +200,7 @@ int main(int argc, char** argv) {
     }
     TuningChoice full;
     const TuningChoice* viaKey = table.lookup(key, &full) ? &full : nullptr;
-    TuningTable mine = table.filtered(key.gpu, key.nranks, key.ranksPerGpu);
+    TuningTable mine = table.filtered(key.gpu, key.arch, key.nranks, key.ranksPerGpu);
     const TuningChoice* viaFiltered = mine.find(key.collective.c_str(), key.dtypeBytes, key.bytes);
     std::string answer = describe(viaKey);
     if (answer != describe(viaFiltered)) answer = "MISMATCH " + answer + " / " + describe(viaFiltered);

@@ -101,6 +101,14 @@ def build_entries(run: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]
             notes.append(f"{coll}: no candidate ran correctly at any size; no entry")
             continue
         entries.append(
-            make_entry(run["gpu"], run["nranks"], run["ranks_per_gpu"], coll, run["dtype_bytes"], rules)
+            make_entry(
+                run["gpu"],
+                run["nranks"],
+                run["ranks_per_gpu"],
+                coll,
+                run["dtype_bytes"],
+                rules,
+                arch=run.get("gpu_arch"),
+            )
         )
     return entries, notes

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,10 +30,18 @@ def entry_key(entry: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def make_entry(
-    gpu: str, nranks: int, ranks_per_gpu: int, collective: str, dtype_bytes: int, rules: list[dict[str, Any]]
+    gpu: str,
+    nranks: int,
+    ranks_per_gpu: int,
+    collective: str,
+    dtype_bytes: int,
+    rules: list[dict[str, Any]],
+    arch: str | None = None,
 ) -> dict[str, Any]:
+    """An entry; `arch` ("sm_90"), where known, lets it stand in for other GPUs of the architecture."""
     return {
         "gpu": gpu,
+        **({"arch": arch} if arch else {}),
         "nranks": nranks,
         "ranks_per_gpu": ranks_per_gpu,
         "collective": collective,
@@ -89,10 +98,18 @@ def validate_table(doc: Any) -> None:
     for i, e in enumerate(doc["entries"]):
         where = f"entries[{i}]"
         _exact_keys(
-            e, where, {"gpu", "nranks", "ranks_per_gpu", "collective", "rules"}, frozenset({"dtype_bytes"})
+            e,
+            where,
+            {"gpu", "nranks", "ranks_per_gpu", "collective", "rules"},
+            frozenset({"arch", "dtype_bytes"}),
         )
         if not isinstance(e["gpu"], str) or not e["gpu"]:
             raise TableError(f"{where}.gpu: a device name or {WILDCARD!r}")
+        if "arch" in e:
+            if not isinstance(e["arch"], str) or not re.fullmatch(r"sm_[0-9]{1,3}", e["arch"]):
+                raise TableError(f"{where}.arch: 'sm_' and the compute capability's digits, as 'sm_90'")
+            if e["gpu"] == WILDCARD:
+                raise TableError(f"{where}.arch: names the architecture of no GPU (gpu is {WILDCARD!r})")
         for key in ("nranks", "ranks_per_gpu"):
             if e[key] != WILDCARD and (not _is_int(e[key]) or e[key] < 1):
                 raise TableError(f"{where}.{key}: a positive integer or {WILDCARD!r}")

@@ -63,6 +63,7 @@ class TuneWorker(MeasuringRank):
                 f"# warning: the ranks see different GPUs ({', '.join(names)}); the table names rank 0's"
             )
         gpu = devices[0]["device_info"]
+        arch = f"sm_{devices[0]['cc']}"
         per_device = collections.Counter((d["hostname"], d["device_hex"], d["visible"]) for d in devices)
         rpg = cfg.ranks_per_gpu or max(per_device.values())
         max_blocks = min(block_cap(d["sm_count"], rpg) for d in devices)
@@ -83,6 +84,7 @@ class TuneWorker(MeasuringRank):
             "nccl_version": self.version,
             "stock": cfg.stock,
             "gpu": gpu,
+            "gpu_arch": arch,
             "nranks": self.nranks,
             "ranks_per_gpu": rpg,
             "max_blocks": max_blocks,

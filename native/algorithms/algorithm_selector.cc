@@ -92,9 +92,15 @@ std::string shippedTablePath() {
 
 size_t wordsOf(size_t bytes) { return (bytes + kPacketPayloadBytes - 1) / kPacketPayloadBytes; }
 
+// "NVIDIA H100 80GB HBM3 (sm_90)", or the name alone where the architecture is unknown.
+std::string gpuText(const std::string& name, const std::string& arch) {
+  return arch.empty() ? name : name + " (" + arch + ")";
+}
+
 }  // namespace
 
-void AlgorithmSelector::init(const std::string& gpuName, int nranks, int ranksPerGpu, int residentBlocks) {
+void AlgorithmSelector::init(const std::string& gpuName, const std::string& gpuArch, int nranks,
+                             int ranksPerGpu, int residentBlocks) {
   nranks_ = nranks;
   residentBlocks_ = std::max(1, residentBlocks);
 
@@ -109,19 +115,21 @@ void AlgorithmSelector::init(const std::string& gpuName, int nranks, int ranksPe
     TuningTable full;
     std::string bytes;  // the fingerprint hashes what was parsed: the file is read once, bounded
     if (TuningTable::load(path, algorithmNames(), &full, &bytes) == Status::kSuccess) {
-      table_ = full.filtered(gpuName, nranks, ranksPerGpu);
+      table_ = full.filtered(gpuName, gpuArch, nranks, ranksPerGpu);
       table_.source = path;
       fingerprint_ = fnv1a(bytes, fingerprint_);
-      MSCCLPP_INFO(kTuning, "tuning table %s: %zu of %zu entries apply to %s, %d ranks, %d per GPU",
-                   path.c_str(), table_.entryCount(), full.entryCount(), gpuName.c_str(), nranks,
-                   ranksPerGpu);
+      const bool standIn = !full.namesGpu(gpuName) && table_.entryCount() > 0;
+      const std::string gpu = gpuText(gpuName, gpuArch);
+      MSCCLPP_INFO(kTuning, "tuning table %s: %zu of %zu entries apply to %s, %d ranks, %d per GPU%s",
+                   path.c_str(), table_.entryCount(), full.entryCount(), gpu.c_str(), nranks, ranksPerGpu,
+                   standIn ? " (entries for another GPU of its architecture)" : "");
       // Once per process: a table tuned elsewhere must not pass for one tuned here.
       static std::atomic<bool> toldNoEntry{false};
       if (table_.entryCount() == 0 && full.entryCount() > 0 && !toldNoEntry.exchange(true))
         logWarn(
             "tuning table %s has no entry for %s, %d ranks, %d per GPU: the built-in rules choose (python -m "
             "mscclpp_nccl info --table shows them; python -m mscclpp_nccl tune measures this machine)",
-            path.c_str(), gpuName.c_str(), nranks, ranksPerGpu);
+            path.c_str(), gpu.c_str(), nranks, ranksPerGpu);
     } else {
       // load() already printed why; say what happens instead.
       logWarn("ignoring tuning table %s; using built-in rules", path.c_str());

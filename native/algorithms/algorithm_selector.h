@@ -51,8 +51,10 @@ struct CallPlan {
 class AlgorithmSelector {
  public:
   // `residentBlocks` (the grid the ranks agreed on, transport/block_share.h) keeps every rank's kernels
-  // co-resident: no grid is larger.
-  void init(const std::string& gpuName, int nranks, int ranksPerGpu, int residentBlocks);
+  // co-resident: no grid is larger. `gpuArch` ("sm_90") lets the tuning table's entries for another GPU
+  // of the architecture stand in for one it does not name.
+  void init(const std::string& gpuName, const std::string& gpuArch, int nranks, int ranksPerGpu,
+            int residentBlocks);
   // Packets per scratch slot: the largest chunk a packet kernel's block moves per peer and step.
   void setSlotPackets(size_t slotPackets) { slotPackets_ = slotPackets; }
   // Bytes of one chunk slot, the largest chunk of a chunked kernel (0: no chunk channels, no chunked

@@ -89,13 +89,21 @@ class TuningTableBuilder {
  private:
   bool buildEntry(const JsonValue& json, const std::string& path, TuningTable::Entry* entry) {
     if (!json.isObject()) return bad(json, path, "expected an object, got " + describe(json));
-    if (!onlyFields(json, path, {"gpu", "nranks", "ranks_per_gpu", "collective", "dtype_bytes", "rules"}))
+    if (!onlyFields(json, path,
+                    {"gpu", "arch", "nranks", "ranks_per_gpu", "collective", "dtype_bytes", "rules"}))
       return false;
     const JsonValue* gpu = required(json, path, "gpu");
     if (!gpu) return false;
     if (!gpu->isString() || gpu->asString().empty())
       return bad(*gpu, path + ".gpu", "expected a device name or \"*\", got " + describe(*gpu));
     entry->gpu = gpu->asString() == "*" ? "" : gpu->asString();
+    if (const JsonValue* arch = json.get("arch")) {
+      if (!isArchName(*arch))
+        return bad(*arch, path + ".arch", "expected \"sm_\" and digits, got " + describe(*arch));
+      if (entry->gpu.empty())
+        return bad(*arch, path + ".arch", "names the architecture of no GPU (gpu is \"*\")");
+      entry->arch = arch->asString();
+    }
 
     int64_t value = 0;
     const JsonValue* nranks = required(json, path, "nranks");
@@ -216,6 +224,14 @@ class TuningTableBuilder {
     return true;
   }
 
+  // "sm_" and one to three digits, as the library spells a compute capability.
+  static bool isArchName(const JsonValue& json) {
+    if (!json.isString()) return false;
+    const std::string& text = json.asString();
+    if (text.size() < 4 || text.size() > 6 || text.compare(0, 3, "sm_") != 0) return false;
+    return std::all_of(text.begin() + 3, text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  }
+
   // A positive int or "*" (which gives 0).
   bool wildcardOrInt(const JsonValue& json, const std::string& path, int64_t* out) {
     *out = 0;
@@ -245,10 +261,11 @@ class TuningTableBuilder {
 
 const TuningChoice* TuningTable::findIn(const char* collective, int dtypeBytes, size_t bytes,
                                         const TuningKey* key) const {
+  const bool standIn = key && !namesGpu(key->gpu);
   for (const Entry& entry : entries_) {
     if (strcmp(entry.collective, collective) != 0) continue;
     if (entry.dtypeBytes && entry.dtypeBytes != dtypeBytes) continue;
-    if (key && !entry.matchesComm(key->gpu, key->nranks, key->ranksPerGpu)) continue;
+    if (key && !entry.matchesComm(key->gpu, key->arch, standIn, key->nranks, key->ranksPerGpu)) continue;
     // Rules are sorted by maxBytes: the first one at or above `bytes` covers it.
     auto rule = std::lower_bound(entry.rules.begin(), entry.rules.end(), bytes,
                                  [](const Rule& r, size_t size) { return r.maxBytes < size; });
@@ -257,10 +274,15 @@ const TuningChoice* TuningTable::findIn(const char* collective, int dtypeBytes, 
   return nullptr;
 }
 
-bool TuningTable::Entry::matchesComm(const std::string& gpuName, int nranksOfComm,
-                                     int ranksPerGpuOfComm) const {
-  return (gpu.empty() || gpu == gpuName) && (nranks == 0 || nranks == nranksOfComm) &&
+bool TuningTable::Entry::matchesComm(const std::string& gpuName, const std::string& gpuArch, bool standIn,
+                                     int nranksOfComm, int ranksPerGpuOfComm) const {
+  const bool gpuMatches = gpu.empty() || gpu == gpuName || (standIn && !arch.empty() && arch == gpuArch);
+  return gpuMatches && (nranks == 0 || nranks == nranksOfComm) &&
          (ranksPerGpu == 0 || ranksPerGpu == ranksPerGpuOfComm);
+}
+
+bool TuningTable::namesGpu(const std::string& gpu) const {
+  return std::any_of(entries_.begin(), entries_.end(), [&](const Entry& entry) { return entry.gpu == gpu; });
 }
 
 const TuningChoice* TuningTable::find(const char* collective, int dtypeBytes, size_t bytes) const {
@@ -279,11 +301,13 @@ bool TuningTable::lookup(const TuningKey& key, TuningChoice* out) const {
   return choice != nullptr;
 }
 
-TuningTable TuningTable::filtered(const std::string& gpu, int nranks, int ranksPerGpu) const {
+TuningTable TuningTable::filtered(const std::string& gpu, const std::string& arch, int nranks,
+                                  int ranksPerGpu) const {
   TuningTable table;
   table.source = source;
+  const bool standIn = !namesGpu(gpu);
   for (const Entry& entry : entries_)
-    if (entry.matchesComm(gpu, nranks, ranksPerGpu)) table.entries_.push_back(entry);
+    if (entry.matchesComm(gpu, arch, standIn, nranks, ranksPerGpu)) table.entries_.push_back(entry);
   return table;
 }
 

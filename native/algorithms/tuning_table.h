@@ -5,13 +5,16 @@
 //
 //   {"format": "mscclpp-nccl-tuning", "version": 1,
 //    "entries": [
-//      {"gpu": "NVIDIA H200", "nranks": 4, "ranks_per_gpu": 4, "collective": "all_reduce", "dtype_bytes": 2,
+//      {"gpu": "NVIDIA H200", "arch": "sm_90", "nranks": 4, "ranks_per_gpu": 4, "collective": "all_reduce",
+//       "dtype_bytes": 2,
 //       "rules": [{"max_bytes": 65536, "algorithm": "allreduce_one_shot_packet", "blocks": 8, "threads":
 //       512},
 //                 {"max_bytes": null, "algorithm": "allreduce_two_shot_packet", "chunk_bytes": 32768}]}]}
 //
-// Entry fields (all required except dtype_bytes):
+// Entry fields (all required except arch and dtype_bytes):
 //   gpu            the CUDA device name (cudaDeviceProp::name), or "*" for any
+//   arch           that device's architecture, "sm_" and its compute capability's digits ("sm_90"), so
+//                  that the entry can stand in for other GPUs of the architecture (below)
 //   nranks         ranks in the communicator: a positive integer, or "*"
 //   ranks_per_gpu  ranks sharing one GPU: a positive integer (not above nranks), or "*"
 //   collective     all_reduce, all_gather, reduce_scatter, alltoall, broadcast, reduce, gather, scatter
@@ -32,7 +35,9 @@
 // fields among gpu, nranks, ranks_per_gpu and dtype_bytes; ties go to the earlier entry) answers with
 // its first rule whose max_bytes >= the message size. When its rules stop below the size, the next most
 // specific matching entry is asked, and so on; when none covers the size, there is no answer and the
-// selector falls back to its built-in rules.
+// selector falls back to its built-in rules. A GPU that no entry names is matched by the entries that name
+// another GPU of its architecture (their arch), as if they named it: a table tuned on one chip serves the
+// others of its generation (same SMs and links, other memory) until they are tuned themselves.
 #pragma once
 
 #include <cstddef>
@@ -52,6 +57,7 @@ struct TuningChoice {
 
 struct TuningKey {
   std::string gpu;
+  std::string arch;  // "sm_90"; "" = unknown (no entry stands in)
   int nranks;
   int ranksPerGpu;
   std::string collective;
@@ -81,8 +87,11 @@ class TuningTable {
   const TuningChoice* find(const char* collective, int dtypeBytes, size_t bytes) const;
   bool lookup(const char* collective, int dtypeBytes, size_t bytes, TuningChoice* out) const;
 
-  // The entries that can match a communicator of this GPU model and shape, in lookup order.
-  TuningTable filtered(const std::string& gpu, int nranks, int ranksPerGpu) const;
+  // The entries that can match a communicator of this GPU model (name and architecture) and shape, in
+  // lookup order.
+  TuningTable filtered(const std::string& gpu, const std::string& arch, int nranks, int ranksPerGpu) const;
+  // Whether an entry names this GPU; when none does, entries of its architecture stand in.
+  bool namesGpu(const std::string& gpu) const;
 
   size_t entryCount() const { return entries_.size(); }
 
@@ -96,15 +105,18 @@ class TuningTable {
     TuningChoice choice;
   };
   struct Entry {
-    std::string gpu;  // "" = any
-    int nranks = 0;   // 0 = any (also ranksPerGpu and dtypeBytes)
+    std::string gpu;   // "" = any
+    std::string arch;  // "" = not given
+    int nranks = 0;    // 0 = any (also ranksPerGpu and dtypeBytes)
     int ranksPerGpu = 0;
     const char* collective = "";  // one of the static collective names
     int dtypeBytes = 0;
     int specificity = 0;  // non-wildcard fields among gpu, nranks, ranksPerGpu and dtypeBytes
     std::vector<Rule> rules;
 
-    bool matchesComm(const std::string& gpuName, int nranksOfComm, int ranksPerGpuOfComm) const;
+    // standIn: no entry names gpuName, so an entry of its architecture answers for it.
+    bool matchesComm(const std::string& gpuName, const std::string& gpuArch, bool standIn, int nranksOfComm,
+                     int ranksPerGpuOfComm) const;
   };
 
   const TuningChoice* findIn(const char* collective, int dtypeBytes, size_t bytes,

@@ -23,7 +23,7 @@ uint64_t thisProcessId() {
 
 }  // namespace
 
-Status describeThisRank(int cudaDevice, RankInfo* out, std::string* gpuName) {
+Status describeThisRank(int cudaDevice, RankInfo* out, std::string* gpuName, std::string* gpuArch) {
   memset(out, 0, sizeof(*out));
   out->hostId = physicalHostId();
   out->layoutHostId = layoutHostIdFromEnv(out->hostId);
@@ -34,6 +34,7 @@ Status describeThisRank(int cudaDevice, RankInfo* out, std::string* gpuName) {
   MSCCLPP_CUDA_TRY(cudaGetDeviceProperties(&prop, cudaDevice));
   memcpy(out->gpuUuid, &prop.uuid, sizeof(out->gpuUuid));
   if (gpuName) *gpuName = prop.name;
+  if (gpuArch) *gpuArch = "sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
   return Status::kSuccess;
 }
 
@@ -50,7 +51,7 @@ int Topology::ranksOnGpuOf(int rank) const {
 
 Status discoverTopology(Bootstrap& bootstrap, int cudaDevice, Topology* out) {
   out->ranks.assign(bootstrap.size(), RankInfo{});
-  MSCCLPP_TRY(describeThisRank(cudaDevice, &out->ranks[bootstrap.rank()], &out->myGpuName));
+  MSCCLPP_TRY(describeThisRank(cudaDevice, &out->ranks[bootstrap.rank()], &out->myGpuName, &out->myGpuArch));
   MSCCLPP_TRY(bootstrap.allGather(out->ranks.data(), sizeof(RankInfo)));
   out->ranksOnMyGpu = out->ranksOnGpuOf(bootstrap.rank());
   out->singleHost = true;

@@ -22,13 +22,15 @@ struct RankInfo {
 };
 
 // Fills `out` for `cudaDevice`; `gpuName` (optional) receives the device's name.
-Status describeThisRank(int cudaDevice, RankInfo* out, std::string* gpuName = nullptr);
+Status describeThisRank(int cudaDevice, RankInfo* out, std::string* gpuName = nullptr,
+                        std::string* gpuArch = nullptr);
 
 struct Topology {
   std::vector<RankInfo> ranks;
   int ranksOnMyGpu = 0;
   bool singleHost = true;  // by physical host: MSCCLPP_NCCL_HOST_ID does not change it
   std::string myGpuName;   // cudaDeviceProp::name of this rank's GPU
+  std::string myGpuArch;   // its architecture: "sm_" and the compute capability ("sm_90")
 
   // Whether every rank runs on this rank's GPU.
   bool oneGpu() const { return ranksOnMyGpu == static_cast<int>(ranks.size()); }
