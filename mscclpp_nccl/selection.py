@@ -181,15 +181,20 @@ def _specificity(entry: dict[str, Any]) -> int:
     return sum(entry.get(k, "*") != "*" for k in keys)
 
 
+def names_gpu(table: dict[str, Any], gpu: str) -> bool:
+    """Whether an entry names this GPU; where none does, entries of its architecture stand in
+    (TuningTable::namesGpu)."""
+    return any(e["gpu"] == gpu for e in table.get("entries", []))
+
+
 def applicable_entries(table: dict[str, Any] | None, layout: Layout) -> list[dict[str, Any]]:
     """The table's entries that can answer for this communicator, in lookup order (most specific first,
     file order among equals), as TuningTable::filtered keeps them: where no entry names the GPU, those
     that name another of its architecture stand in."""
     if not table:
         return []
-    every = table.get("entries", [])
-    stand_in = not any(e["gpu"] == layout.gpu for e in every)
-    entries = [e for e in every if _entry_matches(e, layout, stand_in)]
+    stand_in = not names_gpu(table, layout.gpu)
+    entries = [e for e in table.get("entries", []) if _entry_matches(e, layout, stand_in)]
     return sorted(entries, key=_specificity, reverse=True)  # stable: file order among equals
 
 
@@ -305,7 +310,7 @@ def table_lines(
     where = f"{layout.gpu}, {layout.nranks} ranks, {layout.ranks_per_gpu} per GPU"
     if table is not None:
         lines.append(f"           {len(entries)} of {total} entries apply to {where}")
-        if entries and all(e["gpu"] != layout.gpu for e in table["entries"]):
+        if entries and not names_gpu(table, layout.gpu):
             named = sorted({e["gpu"] for e in entries if e["gpu"] != "*"})
             if named:
                 lines.append(

@@ -4,8 +4,8 @@
 //     Loads TABLE, knowing ALGORITHM... (default: the four packet algorithms), then answers lookups read
 //     from stdin, one per line: "[sm_NN] GPU NAME nranks ranksPerGpu collective dtypeBytes bytes" (the GPU
 //     name may contain spaces; sm_NN, its architecture, may be left out) with "algorithm blocks threads
-//     chunkBytes" or "none". Every lookup also goes
-//     through filtered() and the per-call form, and prints "MISMATCH" if they disagree.
+//     chunkBytes" or "none". Every lookup also goes through filtered() and the per-call form, and prints
+//     "MISMATCH" if they disagree.
 //   tuning_driver --parse TABLE [ALGORITHM...]
 //     The same, but reads TABLE itself and goes through TuningTable::parse.
 //   tuning_driver --bytes TABLE [ALGORITHM...]
